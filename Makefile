@@ -1,0 +1,50 @@
+# Every target is self-sufficient on a fresh machine: it creates .venv and installs what it uses.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS := operator,spark,testbed,dev
+
+.PHONY: help venv test test-fast lint crds sandbox bench e2e soak clean
+
+help:
+	@echo "make test     - create .venv, install everything, run the whole suite"
+	@echo "make sandbox  - run the main demo on the embedded testbed"
+	@echo "make lint     - ruff + mypy"
+	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
+	@echo "make crds     - regenerate crds/ from the pydantic models"
+	@echo "make e2e      - kind + real Kafka end-to-end suite (needs Docker)"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check sdk operator spark_apps tests benchmarks
+	$(BIN)/ruff format --check sdk operator spark_apps tests benchmarks
+	$(BIN)/mypy
+
+crds: $(STAMP)
+	$(BIN)/ordo crds --output crds
+
+sandbox: $(STAMP)
+	$(BIN)/ordo sandbox
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e -m e2e
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
