@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check sdk operator spark_apps tests benchmarks
 	$(BIN)/ruff format --check sdk operator spark_apps tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/mypy tests/unit
 
 crds: $(STAMP)
 	$(BIN)/ordo crds --output crds

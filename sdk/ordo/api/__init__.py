@@ -1,0 +1,49 @@
+"""ordo's Kubernetes API (``ordo.dev/v1alpha1``): pydantic models that define the CRDs.
+
+``python -m ordo.api [DIR]`` (or ``ordo crds``) writes ``crds/*.yaml`` from these models.
+"""
+
+from .common import (
+    API_GROUP,
+    API_VERSION,
+    Condition,
+    KafkaConnection,
+    LabelSelector,
+    SecretRef,
+    set_condition,
+)
+from .producer_group import (
+    MemberStatus,
+    PartitionCheckpoint,
+    ProducerGroup,
+    ProducerGroupSpec,
+    ProducerGroupStatus,
+)
+from .topic_expansion import (
+    ExpansionPhase,
+    OrderedTopicExpansion,
+    OrderedTopicExpansionSpec,
+    OrderedTopicExpansionStatus,
+)
+
+RESOURCES = (ProducerGroup, OrderedTopicExpansion)
+
+__all__ = [
+    "API_GROUP",
+    "API_VERSION",
+    "RESOURCES",
+    "Condition",
+    "ExpansionPhase",
+    "KafkaConnection",
+    "LabelSelector",
+    "MemberStatus",
+    "OrderedTopicExpansion",
+    "OrderedTopicExpansionSpec",
+    "OrderedTopicExpansionStatus",
+    "PartitionCheckpoint",
+    "ProducerGroup",
+    "ProducerGroupSpec",
+    "ProducerGroupStatus",
+    "SecretRef",
+    "set_condition",
+]

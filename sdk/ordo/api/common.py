@@ -1,0 +1,208 @@
+"""Shapes shared by ordo's custom resources: conditions, label selectors, the Kafka connection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "API_GROUP",
+    "API_VERSION",
+    "Condition",
+    "CrdInfo",
+    "KafkaConnection",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "Model",
+    "PrinterColumn",
+    "Resource",
+    "SecretRef",
+    "set_condition",
+]
+
+API_GROUP = "ordo.dev"
+VERSION = "v1alpha1"
+API_VERSION: Literal["ordo.dev/v1alpha1"] = "ordo.dev/v1alpha1"
+
+TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+BOOTSTRAP_PATTERN = r"^[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5}(,[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5})*$"
+# librdkafka options that carry credentials: they belong in a Secret, never in a CR.
+SECRET_OPTION_MARKERS = ("password", "secret", "sasl.username", "ssl.key.pem", "ssl.keystore", "token")
+
+
+class Model(BaseModel):
+    """camelCase on the wire (Kubernetes style), snake_case in Python; unknown fields are errors."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    """A condition in the standard Kubernetes shape (metav1.Condition)."""
+
+    type: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$", max_length=316, description="Condition type.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        max_length=1024,
+        description="Machine-readable CamelCase reason for the last transition.",
+    )
+    message: str = Field(default="", max_length=32768, description="Human-readable details.")
+    last_transition_time: datetime = Field(description="When the status last changed.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the condition was computed from."
+    )
+
+
+def set_condition(
+    conditions: Iterable[Condition],
+    type: str,
+    status: bool | ConditionStatus,
+    reason: str,
+    message: str = "",
+    observed_generation: int | None = None,
+    now: datetime | None = None,
+) -> list[Condition]:
+    """The list with condition ``type`` set; lastTransitionTime changes only when status does."""
+    if isinstance(status, bool):
+        status = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    result: list[Condition] = []
+    previous: Condition | None = None
+    for condition in conditions:
+        if condition.type == type:
+            previous = condition
+        else:
+            result.append(condition)
+    when = (
+        previous.last_transition_time
+        if previous is not None and previous.status == status
+        else (now or datetime.now(UTC)).replace(microsecond=0)
+    )
+    result.append(
+        Condition(
+            type=type,
+            status=status,
+            reason=reason,
+            message=message,
+            last_transition_time=when,
+            observed_generation=observed_generation,
+        )
+    )
+    return sorted(result, key=lambda c: c.type)
+
+
+class LabelSelectorRequirement(Model):
+    key: str = Field(min_length=1, description="The label key the selector applies to.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="Set-based operator.")
+    values: list[str] = Field(default_factory=list, description="Values for In and NotIn.")
+
+
+class LabelSelector(Model):
+    """A standard Kubernetes label selector."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, description="Labels a pod must have.")
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, description="Set-based requirements, all must hold."
+    )
+
+    def to_query(self) -> str:
+        """The selector as a ``labelSelector`` query string."""
+        parts = [f"{k}={v}" for k, v in sorted(self.match_labels.items())]
+        for req in self.match_expressions:
+            if req.operator == "Exists":
+                parts.append(req.key)
+            elif req.operator == "DoesNotExist":
+                parts.append(f"!{req.key}")
+            else:
+                op = "in" if req.operator == "In" else "notin"
+                parts.append(f"{req.key} {op} ({','.join(req.values)})")
+        return ",".join(parts)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            ok = {
+                "Exists": present,
+                "DoesNotExist": not present,
+                "In": present and labels[req.key] in req.values,
+                "NotIn": not present or labels[req.key] not in req.values,
+            }[req.operator]
+            if not ok:
+                return False
+        return True
+
+
+class SecretRef(Model):
+    name: str = Field(
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        max_length=253,
+        description="Secret in the resource's namespace whose keys are librdkafka options "
+        "(e.g. sasl.username, sasl.password, ssl.ca.pem), merged over `config`.",
+    )
+
+
+class KafkaConnection(Model):
+    """How the operator reaches Kafka. Credentials come only from the Secret."""
+
+    bootstrap_servers: str = Field(
+        pattern=BOOTSTRAP_PATTERN, description="Comma-separated host:port list of Kafka brokers."
+    )
+    secret_ref: SecretRef | None = Field(default=None, description="Secret holding credentials and TLS.")
+    config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Non-secret librdkafka options, e.g. security.protocol, sasl.mechanism.",
+    )
+
+    @field_validator("config")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
+        leaked = sorted(k for k in value if any(marker in k for marker in SECRET_OPTION_MARKERS))
+        if leaked:
+            raise ValueError(f"credentials must come from secretRef, not config: {', '.join(leaked)}")
+        return value
+
+
+class PrinterColumn(BaseModel):
+    name: str
+    type: Literal["string", "integer", "number", "boolean", "date"]
+    json_path: str
+    description: str = ""
+    priority: int = 0
+
+
+class CrdInfo(BaseModel):
+    """What a resource model needs to become a CustomResourceDefinition."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_names: list[str]
+    categories: list[str] = ["ordo"]
+    printer_columns: list[PrinterColumn] = []
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{API_GROUP}"
+
+
+class Resource(Model):
+    """Base of ordo's custom resources: apiVersion, kind, metadata, spec and status."""
+
+    crd: ClassVar[CrdInfo]
+    api_version: Literal["ordo.dev/v1alpha1"] = API_VERSION
+    kind: str
+    metadata: dict[str, Any] = Field(default_factory=dict)

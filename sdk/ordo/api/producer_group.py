@@ -1,0 +1,119 @@
+"""The ProducerGroup resource (KIP-509): pods that share a fixed set of source partitions."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from ..assignment import Strategy
+from .common import (
+    TOPIC_PATTERN,
+    Condition,
+    CrdInfo,
+    KafkaConnection,
+    LabelSelector,
+    Model,
+    PrinterColumn,
+    Resource,
+)
+
+__all__ = ["MemberStatus", "PartitionCheckpoint", "ProducerGroup", "ProducerGroupSpec", "ProducerGroupStatus"]
+
+MAX_SOURCE_PARTITIONS = 100_000
+
+
+class ProducerGroupSpec(Model):
+    """Desired state of a producer group."""
+
+    source_partitions: int = Field(
+        ge=1,
+        le=MAX_SOURCE_PARTITIONS,
+        description="Number of source partitions (KIP-509's SOURCE_PARTITION_COUNT), numbered from 0. "
+        "May grow; shrinks only when the removed partitions have no owner.",
+    )
+    selector: LabelSelector = Field(description="Selects the member pods.")
+    session_timeout_seconds: int = Field(
+        default=30, ge=1, le=3600, description="A member whose Lease is not renewed for this long is dead."
+    )
+    assignment: Strategy = Field(
+        default=Strategy.STICKY,
+        description="sticky (fewest moves, default), range or roundRobin.",
+    )
+    checkpoint_topic: str = Field(
+        default="__ordo_checkpoints",
+        pattern=TOPIC_PATTERN,
+        description="Compacted topic holding each source partition's restart checkpoint.",
+    )
+    exactly_once: bool = Field(
+        default=True,
+        description="Write data and checkpoint in one Kafka transaction per source partition.",
+    )
+    kafka: KafkaConnection | None = Field(
+        default=None, description="Kafka connection; the operator's default when absent."
+    )
+
+
+class MemberStatus(Model):
+    """One live member."""
+
+    pod: str = Field(description="Member pod name.")
+    partitions: list[int] = Field(default_factory=list, description="Source partitions assigned to it.")
+    acked: int | None = Field(default=None, description="Latest assignment generation it acknowledged.")
+
+
+class PartitionCheckpoint(Model):
+    """Where one source partition stands."""
+
+    partition: int = Field(ge=0, description="Source partition.")
+    checkpoint: str | None = Field(default=None, description="Latest committed restart checkpoint.")
+    owner: str | None = Field(default=None, description="Member producing it now.")
+
+
+class ProducerGroupStatus(Model):
+    """What the operator did, for people; clients never read it."""
+
+    generation: int = Field(default=0, ge=0, description="Assignment generation, bumped on every change.")
+    member_count: int = Field(default=0, ge=0, description="Live members.")
+    members: list[MemberStatus] = Field(
+        default_factory=list, description="Live members and their partitions."
+    )
+    standby: list[str] = Field(default_factory=list, description="Members with nothing to do.")
+    unassigned: list[int] = Field(default_factory=list, description="Source partitions without an owner.")
+    last_rebalance_seconds: float | None = Field(
+        default=None, ge=0, description="Duration of the last rebalance, from change to all acknowledged."
+    )
+    checkpoints: list[PartitionCheckpoint] = Field(
+        default_factory=list, description="Each source partition's latest checkpoint."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Rebalancing, Degraded.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="Last metadata.generation handled."
+    )
+
+
+class ProducerGroup(Resource):
+    """Producer pods sharing a fixed set of source partitions, each with a restart checkpoint (KIP-509)."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        kind="ProducerGroup",
+        plural="producergroups",
+        singular="producergroup",
+        short_names=["pg"],
+        printer_columns=[
+            PrinterColumn(name="Partitions", type="integer", json_path=".spec.sourcePartitions"),
+            PrinterColumn(name="Members", type="integer", json_path=".status.memberCount"),
+            PrinterColumn(name="Generation", type="integer", json_path=".status.generation"),
+            PrinterColumn(
+                name="Ready", type="string", json_path='.status.conditions[?(@.type=="Ready")].status'
+            ),
+            PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
+        ],
+    )
+    kind: Literal["ProducerGroup"] = "ProducerGroup"
+    spec: ProducerGroupSpec
+    status: ProducerGroupStatus | None = None

@@ -1,0 +1,96 @@
+"""The OrderedTopicExpansion resource (KIP-253): grow a topic without reordering any key."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from .common import TOPIC_PATTERN, Condition, CrdInfo, KafkaConnection, Model, PrinterColumn, Resource
+
+__all__ = [
+    "ExpansionPhase",
+    "OrderedTopicExpansion",
+    "OrderedTopicExpansionSpec",
+    "OrderedTopicExpansionStatus",
+]
+
+MAX_PARTITIONS = 100_000
+
+
+class ExpansionPhase(StrEnum):
+    PENDING = "Pending"
+    FENCING = "Fencing"
+    EXPANDING = "Expanding"
+    PUBLISHING = "Publishing"
+    COMPLETED = "Completed"
+    ABORTED = "Aborted"
+    FAILED = "Failed"
+
+
+class OrderedTopicExpansionSpec(Model):
+    """Desired partition count of a topic."""
+
+    topic: str = Field(pattern=TOPIC_PATTERN, description="The topic to grow.")
+    partitions: int = Field(
+        ge=2, le=MAX_PARTITIONS, description="Target partition count; must be larger than today's."
+    )
+    fence_timeout_seconds: int = Field(
+        default=60,
+        ge=1,
+        le=3600,
+        description="Producers that do not acknowledge the fence by then abort the expansion.",
+    )
+    kafka: KafkaConnection | None = Field(
+        default=None, description="Kafka connection; the operator's default when absent."
+    )
+
+
+class OrderedTopicExpansionStatus(Model):
+    """What the operator did, for people; clients read the epoch log, never this."""
+
+    phase: ExpansionPhase = Field(default=ExpansionPhase.PENDING, description="Where the expansion stands.")
+    epoch: int | None = Field(default=None, ge=0, description="The epoch this expansion creates.")
+    from_partitions: int | None = Field(default=None, ge=1, description="Partition count before.")
+    to_partitions: int | None = Field(default=None, ge=1, description="Partition count after.")
+    thresholds: dict[str, int] = Field(
+        default_factory=dict, description="End offset of every old partition at the fence."
+    )
+    prior: dict[str, list[int]] = Field(
+        default_factory=dict, description="Old partitions whose thresholds gate each partition."
+    )
+    fence_wait_seconds: float | None = Field(default=None, ge=0, description="Time producers took to fence.")
+    duration_seconds: float | None = Field(default=None, ge=0, description="Start to Completed/Aborted.")
+    started_at: str | None = Field(default=None, description="When fencing began (RFC 3339).")
+    message: str = Field(default="", description="What happened last, for people.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Progressing, Failed, Waiting.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="Last metadata.generation handled."
+    )
+
+
+class OrderedTopicExpansion(Resource):
+    """Grows a topic's partition count without reordering any key (KIP-253)."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        kind="OrderedTopicExpansion",
+        plural="orderedtopicexpansions",
+        singular="orderedtopicexpansion",
+        short_names=["ote"],
+        printer_columns=[
+            PrinterColumn(name="Topic", type="string", json_path=".spec.topic"),
+            PrinterColumn(name="From", type="integer", json_path=".status.fromPartitions"),
+            PrinterColumn(name="To", type="integer", json_path=".spec.partitions"),
+            PrinterColumn(name="Phase", type="string", json_path=".status.phase"),
+            PrinterColumn(name="Epoch", type="integer", json_path=".status.epoch", priority=1),
+            PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
+        ],
+    )
+    kind: Literal["OrderedTopicExpansion"] = "OrderedTopicExpansion"
+    spec: OrderedTopicExpansionSpec
+    status: OrderedTopicExpansionStatus | None = None

@@ -1,0 +1,89 @@
+"""The consumer-side gate (DESIGN.md §3): may a record be processed yet?
+
+A record of epoch e in partition q may be processed once every earlier place a key of q could
+have been written is consumed up to where that epoch began. The design names prior_e(q); the
+requirement is in fact transitive: a key's records of epoch e-2 sit in a partition p' of
+prior_{e-1}(p), and if p holds no record of epoch e-1 nothing has checked p' yet. So the gate
+collects, through every earlier active epoch, each place's threshold. Gates only point to
+earlier epochs, so they cannot deadlock, and progress only grows, so an open gate stays open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .history import EpochHistory
+
+__all__ = ["Gate", "GateKeeper"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The verdict for one record."""
+
+    partition: int
+    offset: int
+    epoch: int | None
+    waiting_for: Mapping[int, int] = field(default_factory=dict)
+    """Partitions whose progress is below the threshold they must reach (partition → threshold)."""
+
+    @property
+    def open(self) -> bool:
+        return self.epoch is not None and not self.waiting_for
+
+    @property
+    def unknown_epoch(self) -> bool:
+        """The partition is newer than every active epoch: wait until the epoch is published."""
+        return self.epoch is None
+
+
+class GateKeeper:
+    """Evaluates gates for one epoch history; build a new one when the history changes."""
+
+    def __init__(self, history: EpochHistory) -> None:
+        self.history = history
+        self._active = history.active_epochs
+        self._index = {e.epoch: i for i, e in enumerate(self._active)}
+        self._cache: dict[tuple[int, int], dict[int, int]] = {}
+
+    def requirements(self, partition: int, epoch: int) -> Mapping[int, int]:
+        """Progress needed (partition → offset) before a record of ``epoch`` in ``partition``."""
+        return self._requirements(partition, self._index[epoch])
+
+    def _requirements(self, q: int, j: int) -> dict[int, int]:
+        cached = self._cache.get((q, j))
+        if cached is not None:
+            return cached
+        needed: dict[int, int] = {}
+        if j > 0:
+            entry = self._active[j]
+            assert entry.from_partitions is not None
+            sources = list(entry.prior.get(q, ()))
+            if q < entry.from_partitions:
+                sources.append(q)  # the key may have stayed in q; q's own earlier epochs still count
+            for p in sources:
+                _raise(needed, p, entry.thresholds[p])
+                for earlier_p, offset in self._requirements(p, j - 1).items():
+                    _raise(needed, earlier_p, offset)
+        self._cache[(q, j)] = needed
+        return needed
+
+    def gate(self, partition: int, offset: int, progress: Mapping[int, int]) -> Gate:
+        """Whether the record at (partition, offset) may be processed, given ``progress``: per
+        partition, the offset up to which every record has been processed (a committed offset)."""
+        entry = self.history.epoch_of(partition, offset)
+        if entry is None:
+            return Gate(partition, offset, None)
+        waiting = {
+            p: threshold
+            for p, threshold in self._requirements(partition, self._index[entry.epoch]).items()
+            # the record's own partition is read in order: everything before `offset` is done
+            if not (p == partition and threshold <= offset) and progress.get(p, 0) < threshold
+        }
+        return Gate(partition, offset, entry.epoch, waiting)
+
+
+def _raise(needed: dict[int, int], partition: int, offset: int) -> None:
+    if offset > needed.get(partition, -1):
+        needed[partition] = offset
