@@ -1,0 +1,1 @@
+"""ordo for Spark: the ordering-gated ``ordo-kafka`` streaming source and sinks for PySpark."""

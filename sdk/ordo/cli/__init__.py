@@ -6,11 +6,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import crds
+from . import crds, sandbox
 
 __all__ = ["CliError", "main"]
 
-_COMMANDS = (crds,)
+_COMMANDS = (crds, sandbox)
 
 
 class CliError(Exception):

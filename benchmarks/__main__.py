@@ -1,0 +1,43 @@
+"""Run every benchmark module and print one table of ratios and absolutes.
+
+Each module exposes ``run() -> list[Result]``; ratios are measured side by side in one run,
+since absolute times on shared machines vary.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.table import Table
+
+from ._result import Result
+
+MODULES = ["benchmarks.partitioner_bench"]
+
+
+def main(selected: list[str]) -> int:
+    console = Console()
+    results: list[Result] = []
+    for name in MODULES:
+        if selected and not any(s in name for s in selected):
+            continue
+        console.print(f"[bold]running {name}[/bold]")
+        results.extend(importlib.import_module(name).run())
+    table = Table(
+        title=f"ordo benchmarks — {platform.node()} {platform.machine()}, "
+        f"Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    )
+    for column in ("benchmark", "ordo", "baseline", "ratio", "target"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.name, r.ordo_text, r.baseline_text, f"{r.ratio:.2f}", r.target)
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
