@@ -1,0 +1,71 @@
+"""Wire formats shared by the operator and the SDK: one definition for both sides.
+
+Downlink: the operator writes each member's assignment into an annotation on its pod.
+Uplink: each member renews a Lease of its own, whose annotations acknowledge generations.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "ACK_ANNOTATION",
+    "ASSIGNMENT_ANNOTATION",
+    "GROUP_ANNOTATION",
+    "MemberAssignment",
+    "ProtocolError",
+    "checkpoint_key",
+    "lease_name",
+    "transactional_id",
+]
+
+ASSIGNMENT_ANNOTATION = "ordo.dev/assignment"
+ACK_ANNOTATION = "ordo.dev/acked-generation"
+GROUP_ANNOTATION = "ordo.dev/group"
+
+
+class ProtocolError(ValueError):
+    """A record or annotation that does not follow ordo's protocol; says which and why."""
+
+
+class MemberAssignment(BaseModel):
+    """The value of a member pod's ``ordo.dev/assignment`` annotation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    group: str = Field(min_length=1)
+    generation: int = Field(ge=0)
+    partitions: tuple[int, ...] = ()
+    revoking: tuple[int, ...] = Field(
+        default=(),
+        description="Partitions taken away in this generation: the operator gives them to another "
+        "member only after this one acknowledges the generation (stopped producing, checkpointed).",
+    )
+
+    def to_annotation(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_annotation(cls, value: str, pod: str = "?") -> MemberAssignment:
+        try:
+            return cls.model_validate(json.loads(value))
+        except (ValueError, ValidationError) as error:
+            raise ProtocolError(
+                f"pod {pod}: annotation {ASSIGNMENT_ANNOTATION} is malformed: {error}"
+            ) from None
+
+
+def lease_name(pod: str) -> str:
+    """Each member renews the Lease named after its pod (RBAC can bind it to that name)."""
+    return pod
+
+
+def checkpoint_key(namespace: str, group: str, partition: int) -> str:
+    return f"{namespace}/{group}/{partition}"
+
+
+def transactional_id(namespace: str, group: str, partition: int) -> str:
+    """One per source partition: the next owner's init fences the previous owner's producer."""
+    return f"ordo.{namespace}.{group}.{partition}"
