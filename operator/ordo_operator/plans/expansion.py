@@ -1,0 +1,246 @@
+"""The OrderedTopicExpansion state machine (DESIGN.md §3), pure.
+
+The shell reads the world (the broker's partition count, the topic's epoch history, the producer
+registry), asks ``plan_expansion`` for the next step, records the step's phase in status and only
+then performs its effect. Every effect is idempotent and every phase re-derives what is left to
+do from the world, so an operator killed at any point resumes correctly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ordo.api import ExpansionPhase
+from ordo.epochs import Epoch, EpochHistory, EpochState
+
+__all__ = ["Effect", "ExpansionState", "ProducerView", "Step", "World", "next_history", "plan_expansion"]
+
+TERMINAL = frozenset({ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED})
+FENCE_POLL_SECONDS = 0.2
+
+
+class Effect(StrEnum):
+    APPEND_FENCE = "append-fence"  # write epoch e in state fencing to the epoch log
+    ABORT_EPOCH = "abort-epoch"  # write epoch e as aborted: producers resume at the old count
+    READ_THRESHOLDS = "read-thresholds"  # read every old partition's end offset, record in status
+    CREATE_PARTITIONS = "create-partitions"  # CreatePartitions up to the target
+    PUBLISH_EPOCH = "publish-epoch"  # write epoch e as active with thresholds and prior map
+
+
+@dataclass(frozen=True)
+class ProducerView:
+    """A live producer of the topic, as the registry shows it."""
+
+    fenced_epoch: int | None = None
+    partitioner: str = "murmur2"
+
+
+@dataclass(frozen=True)
+class World:
+    """What the shell observed just now."""
+
+    topic_partitions: int | None
+    """The broker's partition count; None when the topic does not exist."""
+    history: EpochHistory | None
+    """The topic's epoch log entry; None when ordo never saw the topic."""
+    producers: Mapping[str, ProducerView] = field(default_factory=dict)
+    other_expansion: str | None = None
+    """Another expansion of the same topic that is in flight (its name)."""
+    max_partitions: int = 100_000
+    fencing_seconds: float = 0.0
+    """Time since this expansion began fencing."""
+
+
+@dataclass(frozen=True)
+class ExpansionState:
+    """The expansion's own record (its status), as far as the planner needs it."""
+
+    phase: ExpansionPhase = ExpansionPhase.PENDING
+    epoch: int | None = None
+    from_partitions: int | None = None
+    to_partitions: int | None = None
+    thresholds: Mapping[int, int] | None = None
+    direct: bool = False
+    """Round-robin-only topic: expanded without fencing, since there is no key order to keep."""
+
+
+@dataclass(frozen=True)
+class Step:
+    state: ExpansionState
+    """The state to record before the effect."""
+    effect: Effect | None
+    reason: str
+    message: str
+    requeue: float | None = None
+    """Come back after this many seconds (waiting on producers or another expansion)."""
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.phase in TERMINAL
+
+
+def _fail(state: ExpansionState, reason: str, message: str) -> Step:
+    return Step(ExpansionState(ExpansionPhase.FAILED, state.epoch), None, reason, message)
+
+
+def plan_expansion(
+    topic: str, target: int, fence_timeout: float, state: ExpansionState, world: World
+) -> Step:
+    """The next step of the expansion of ``topic`` to ``target`` partitions."""
+    phase = state.phase
+    if phase in TERMINAL:
+        return Step(state, None, phase.value, "")
+    if phase == ExpansionPhase.PENDING:
+        return _validate(topic, target, state, world)
+    ours = _our_epoch(state, world.history)
+    if ours is not None and ours.state == EpochState.ACTIVE:
+        return Step(
+            _at(state, ExpansionPhase.COMPLETED),
+            None,
+            "Completed",
+            f"{topic} has {state.to_partitions} partitions (epoch {state.epoch})",
+        )
+    if ours is not None and ours.state == EpochState.ABORTED:
+        return Step(_at(state, ExpansionPhase.ABORTED), None, "FenceTimeout", "the fence was aborted")
+    if phase == ExpansionPhase.FENCING:
+        return _fence(topic, fence_timeout, state, world, ours is not None)
+    if phase == ExpansionPhase.EXPANDING:
+        if state.thresholds is None:
+            return Step(
+                state,
+                Effect.READ_THRESHOLDS,
+                "ReadingThresholds",
+                f"reading the end offsets of {state.from_partitions} partitions",
+            )
+        if (world.topic_partitions or 0) < (state.to_partitions or target):
+            return Step(
+                state,
+                Effect.CREATE_PARTITIONS,
+                "CreatingPartitions",
+                f"creating partitions {world.topic_partitions}..{(state.to_partitions or target) - 1}",
+            )
+        return Step(
+            _at(state, ExpansionPhase.PUBLISHING),
+            Effect.PUBLISH_EPOCH,
+            "Publishing",
+            f"publishing epoch {state.epoch}",
+        )
+    # Publishing: the epoch is not active yet, or we would have completed above.
+    return Step(state, Effect.PUBLISH_EPOCH, "Publishing", f"publishing epoch {state.epoch}")
+
+
+def _at(state: ExpansionState, phase: ExpansionPhase) -> ExpansionState:
+    return ExpansionState(
+        phase, state.epoch, state.from_partitions, state.to_partitions, state.thresholds, state.direct
+    )
+
+
+def _our_epoch(state: ExpansionState, history: EpochHistory | None) -> Epoch | None:
+    if history is None or state.epoch is None:
+        return None
+    return next((e for e in history.epochs if e.epoch == state.epoch), None)
+
+
+def _validate(topic: str, target: int, state: ExpansionState, world: World) -> Step:
+    if world.topic_partitions is None:
+        return _fail(state, "TopicNotFound", f"topic {topic!r} does not exist")
+    if target > world.max_partitions:
+        return _fail(
+            state,
+            "TooManyPartitions",
+            f"{target} partitions exceed the configured maximum of {world.max_partitions}",
+        )
+    if world.other_expansion is not None:
+        return Step(
+            state,
+            None,
+            "WaitingForOtherExpansion",
+            f"expansion {world.other_expansion} of topic {topic!r} is in flight; this one waits",
+            requeue=5.0,
+        )
+    history = world.history or EpochHistory.initial(topic, world.topic_partitions)
+    if history.fencing:
+        return Step(
+            state,
+            None,
+            "WaitingForOtherExpansion",
+            f"epoch {history.current.epoch} of topic {topic!r} is still fencing",
+            requeue=5.0,
+        )
+    current = history.active.partitions
+    if target <= current:
+        return _fail(state, "NotLarger", f"target {target} partitions must be larger than today's {current}")
+    epoch = history.current.epoch + 1
+    planned = ExpansionState(ExpansionPhase.FENCING, epoch, current, target)
+    live = world.producers
+    if live and all(p.partitioner == "round_robin" for p in live.values()):
+        direct = ExpansionState(ExpansionPhase.EXPANDING, epoch, current, target, None, direct=True)
+        return Step(
+            direct,
+            Effect.APPEND_FENCE,
+            "NothingToGate",
+            f"only round_robin producers write {topic!r}: no key order to keep, expanding without "
+            "waiting for producers",
+        )
+    return Step(
+        planned,
+        Effect.APPEND_FENCE,
+        "Fencing",
+        f"fencing {len(live)} producer(s) of {topic!r} for epoch {epoch}: {current} -> {target}",
+    )
+
+
+def _fence(topic: str, fence_timeout: float, state: ExpansionState, world: World, appended: bool) -> Step:
+    if not appended:  # killed between recording Fencing and writing the log
+        return Step(state, Effect.APPEND_FENCE, "Fencing", f"fencing producers of {topic!r}")
+    epoch = state.epoch or 0
+    missing = sorted(n for n, p in world.producers.items() if (p.fenced_epoch or -1) < epoch)
+    if not missing:
+        return Step(
+            _at(state, ExpansionPhase.EXPANDING),
+            Effect.READ_THRESHOLDS,
+            "Fenced",
+            f"all {len(world.producers)} producer(s) fenced after {world.fencing_seconds:.2f}s",
+        )
+    if world.fencing_seconds >= fence_timeout:
+        return Step(
+            _at(state, ExpansionPhase.ABORTED),
+            Effect.ABORT_EPOCH,
+            "FenceTimeout",
+            f"{len(missing)} producer(s) did not acknowledge epoch {epoch} within {fence_timeout:g}s: "
+            f"{', '.join(missing[:10])}; producers resume at {state.from_partitions} partitions",
+        )
+    return Step(
+        state,
+        None,
+        "Fencing",
+        f"waiting for {len(missing)} producer(s): {', '.join(missing[:10])}",
+        requeue=FENCE_POLL_SECONDS,
+    )
+
+
+def next_history(
+    effect: Effect, topic: str, history: EpochHistory | None, state: ExpansionState
+) -> EpochHistory:
+    """The epoch log entry after a log effect; applying it twice gives the same entry."""
+    assert state.epoch is not None and state.from_partitions is not None and state.to_partitions is not None
+    base = history or EpochHistory.initial(topic, state.from_partitions)
+    ours = _our_epoch(state, base)
+    if effect == Effect.APPEND_FENCE:
+        if ours is not None:
+            return base
+        fenced = base.begin_fence(state.to_partitions)
+        if fenced.current.epoch != state.epoch:
+            raise ValueError(f"{topic}: epoch log is at {base.current.epoch}, expected {state.epoch - 1}")
+        return fenced
+    if effect == Effect.ABORT_EPOCH:
+        return base.abort() if ours is not None and ours.state == EpochState.FENCING else base
+    if effect == Effect.PUBLISH_EPOCH:
+        if ours is not None and ours.state == EpochState.ACTIVE:
+            return base
+        if ours is None:
+            base = next_history(Effect.APPEND_FENCE, topic, base, state)
+        return base.publish(dict(state.thresholds or {}))
+    raise ValueError(f"{effect} does not write the epoch log")

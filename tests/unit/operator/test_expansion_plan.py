@@ -1,0 +1,261 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ordo.api import ExpansionPhase as P
+from ordo.epochs import EpochHistory, EpochState
+from ordo_operator.plans.expansion import (
+    Effect,
+    ExpansionState,
+    ProducerView,
+    Step,
+    World,
+    next_history,
+    plan_expansion,
+)
+
+T = "orders"
+
+
+def _fencing_history() -> EpochHistory:
+    return EpochHistory.initial(T, 4).begin_fence(8)
+
+
+FENCING = ExpansionState(P.FENCING, 1, 4, 8)
+EXPANDING = replace(FENCING, phase=P.EXPANDING)
+WITH_THRESHOLDS = replace(EXPANDING, thresholds={p: 10 for p in range(4)})
+PUBLISHING = replace(WITH_THRESHOLDS, phase=P.PUBLISHING)
+acked = {"p1": ProducerView(fenced_epoch=1)}
+not_acked = {"p1": ProducerView(fenced_epoch=None), "p2": ProducerView(fenced_epoch=1)}
+published = _fencing_history().publish({p: 10 for p in range(4)})
+
+# (state, world, fence timeout) -> (phase recorded, effect, reason)
+TABLE = [
+    ("pending, ok", ExpansionState(), World(4, None, acked), (P.FENCING, Effect.APPEND_FENCE, "Fencing")),
+    ("pending, no topic", ExpansionState(), World(None, None), (P.FAILED, None, "TopicNotFound")),
+    ("pending, not larger", ExpansionState(), World(8, None), (P.FAILED, None, "NotLarger")),
+    ("pending, smaller", ExpansionState(), World(12, None), (P.FAILED, None, "NotLarger")),
+    (
+        "pending, too many",
+        ExpansionState(),
+        World(4, None, max_partitions=6),
+        (P.FAILED, None, "TooManyPartitions"),
+    ),
+    (
+        "pending, another in flight",
+        ExpansionState(),
+        World(4, None, other_expansion="x"),
+        (P.PENDING, None, "WaitingForOtherExpansion"),
+    ),
+    (
+        "pending, log still fencing",
+        ExpansionState(),
+        World(4, EpochHistory.initial(T, 4).begin_fence(6)),
+        (P.PENDING, None, "WaitingForOtherExpansion"),
+    ),
+    (
+        "pending, round robin only",
+        ExpansionState(),
+        World(4, None, {"r": ProducerView(partitioner="round_robin")}),
+        (P.EXPANDING, Effect.APPEND_FENCE, "NothingToGate"),
+    ),
+    (
+        "pending, no producers at all",
+        ExpansionState(),
+        World(4, None),
+        (P.FENCING, Effect.APPEND_FENCE, "Fencing"),
+    ),
+    ("fencing, log not written", FENCING, World(4, None, acked), (P.FENCING, Effect.APPEND_FENCE, "Fencing")),
+    (
+        "fencing, all acked",
+        FENCING,
+        World(4, _fencing_history(), acked),
+        (P.EXPANDING, Effect.READ_THRESHOLDS, "Fenced"),
+    ),
+    ("fencing, waiting", FENCING, World(4, _fencing_history(), not_acked), (P.FENCING, None, "Fencing")),
+    (
+        "fencing, timed out",
+        FENCING,
+        World(4, _fencing_history(), not_acked, fencing_seconds=60),
+        (P.ABORTED, Effect.ABORT_EPOCH, "FenceTimeout"),
+    ),
+    (
+        "fencing, already aborted in log",
+        FENCING,
+        World(4, _fencing_history().abort(), not_acked),
+        (P.ABORTED, None, "FenceTimeout"),
+    ),
+    (
+        "expanding, no thresholds",
+        EXPANDING,
+        World(4, _fencing_history(), acked),
+        (P.EXPANDING, Effect.READ_THRESHOLDS, "ReadingThresholds"),
+    ),
+    (
+        "expanding, partitions missing",
+        WITH_THRESHOLDS,
+        World(4, _fencing_history(), acked),
+        (P.EXPANDING, Effect.CREATE_PARTITIONS, "CreatingPartitions"),
+    ),
+    (
+        "expanding, partitions created",
+        WITH_THRESHOLDS,
+        World(8, _fencing_history(), acked),
+        (P.PUBLISHING, Effect.PUBLISH_EPOCH, "Publishing"),
+    ),
+    (
+        "publishing, not yet",
+        PUBLISHING,
+        World(8, _fencing_history()),
+        (P.PUBLISHING, Effect.PUBLISH_EPOCH, "Publishing"),
+    ),
+    ("publishing, done", PUBLISHING, World(8, published), (P.COMPLETED, None, "Completed")),
+    ("expanding, already published", WITH_THRESHOLDS, World(8, published), (P.COMPLETED, None, "Completed")),
+    ("fencing, already published", FENCING, World(8, published), (P.COMPLETED, None, "Completed")),
+    (
+        "completed",
+        replace(PUBLISHING, phase=P.COMPLETED),
+        World(8, published),
+        (P.COMPLETED, None, "Completed"),
+    ),
+    ("failed stays failed", ExpansionState(P.FAILED), World(4, None), (P.FAILED, None, "Failed")),
+    (
+        "aborted stays aborted",
+        replace(FENCING, phase=P.ABORTED),
+        World(4, None),
+        (P.ABORTED, None, "Aborted"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("state", "world", "expected"), [t[1:] for t in TABLE], ids=[t[0] for t in TABLE])
+def test_transition_table(
+    state: ExpansionState, world: World, expected: tuple[P, Effect | None, str]
+) -> None:
+    step = plan_expansion(T, 8, 60, state, world)
+    assert (step.state.phase, step.effect, step.reason) == expected
+    assert step.message or step.terminal
+
+
+def test_failed_validation_says_what_to_fix() -> None:
+    step = plan_expansion(T, 8, 60, ExpansionState(), World(8, None))
+    assert step.message == "target 8 partitions must be larger than today's 8"
+    timeout = plan_expansion(T, 8, 5, FENCING, World(4, _fencing_history(), not_acked, fencing_seconds=5))
+    assert "1 producer(s) did not acknowledge epoch 1 within 5s: p1" in timeout.message
+
+
+def test_log_effects_are_idempotent() -> None:
+    once = next_history(Effect.APPEND_FENCE, T, None, FENCING)
+    assert next_history(Effect.APPEND_FENCE, T, once, FENCING) == once
+    done = next_history(Effect.PUBLISH_EPOCH, T, once, PUBLISHING)
+    assert next_history(Effect.PUBLISH_EPOCH, T, done, PUBLISHING) == done
+    assert done.active.partitions == 8 and done.active.thresholds == {p: 10 for p in range(4)}
+    aborted = next_history(Effect.ABORT_EPOCH, T, once, FENCING)
+    assert next_history(Effect.ABORT_EPOCH, T, aborted, FENCING) == aborted
+    assert aborted.active.partitions == 4
+
+
+# --- Crash-resume: an operator killed before or after any record or effect still completes --------
+
+
+class Crash(Exception):
+    pass
+
+
+@dataclass
+class Sim:
+    """Kafka, the epoch log and producers, as the operator's shell would see them."""
+
+    partitions: int = 4
+    ends: list[int] = field(default_factory=lambda: [5, 0, 7, 3])
+    log: EpochHistory | None = None
+    producers: dict[str, ProducerView] = field(
+        default_factory=lambda: {"a": ProducerView(), "b": ProducerView()}
+    )
+    stubborn: set[str] = field(default_factory=set)
+    clock: float = 0.0
+    created_calls: int = 0
+
+    def world(self) -> World:
+        if self.log is not None and self.log.fencing:  # cooperative producers acknowledge the fence
+            for name in self.producers:
+                if name not in self.stubborn:
+                    self.producers[name] = ProducerView(fenced_epoch=self.log.current.epoch)
+        return World(self.partitions, self.log, dict(self.producers), fencing_seconds=self.clock)
+
+    def apply(self, step: Step) -> ExpansionState:
+        state = step.state
+        if step.effect in (Effect.APPEND_FENCE, Effect.ABORT_EPOCH, Effect.PUBLISH_EPOCH):
+            self.log = next_history(step.effect, T, self.log, state)
+        elif step.effect == Effect.READ_THRESHOLDS:
+            return replace(state, thresholds=dict(enumerate(self.ends[: state.from_partitions])))
+        elif step.effect == Effect.CREATE_PARTITIONS:
+            assert state.to_partitions is not None
+            self.created_calls += 1
+            self.ends += [0] * (state.to_partitions - self.partitions)
+            self.partitions = state.to_partitions
+        return state
+
+
+def run_operator(
+    sim: Sim, status: ExpansionState, crash_at: int | None, timeout: float = 60
+) -> ExpansionState:
+    """Runs until terminal; raises Crash at the `crash_at`-th record/effect. Returns the status."""
+    events = 0
+
+    def tick() -> None:
+        nonlocal events
+        events += 1
+        if crash_at is not None and events == crash_at:
+            raise Crash
+
+    holder = [status]
+    try:
+        for _ in range(100):
+            step = plan_expansion(T, 8, timeout, holder[0], sim.world())
+            tick()
+            holder[0] = step.state  # recorded in status before the effect
+            if step.terminal and step.effect is None:
+                return holder[0]
+            tick()
+            holder[0] = sim.apply(step)  # READ_THRESHOLDS records its result right after
+            sim.clock += step.requeue or 0
+    except Crash:
+        pass
+    return holder[0]
+
+
+@pytest.mark.parametrize("crash_at", [None, *range(1, 16)])
+def test_operator_killed_at_any_point_resumes_and_completes(crash_at: int | None) -> None:
+    sim = Sim()
+    status = run_operator(sim, ExpansionState(), crash_at)
+    status = run_operator(sim, status, None)  # the restarted operator
+    assert status.phase == P.COMPLETED
+    assert sim.partitions == 8 and sim.log is not None
+    assert [e.epoch for e in sim.log.epochs] == [0, 1], "exactly one epoch appended"
+    assert sim.log.active.thresholds == {0: 5, 1: 0, 2: 7, 3: 3}
+    assert sim.created_calls <= 2
+
+
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=4))
+def test_repeated_crashes_never_corrupt_the_log(crashes: list[int]) -> None:
+    sim = Sim()
+    status = ExpansionState()
+    for crash_at in crashes:
+        status = run_operator(sim, status, crash_at)
+    status = run_operator(sim, status, None)
+    assert status.phase == P.COMPLETED and sim.log is not None and sim.log.active.partitions == 8
+
+
+def test_a_producer_that_never_acknowledges_aborts_the_expansion_and_changes_nothing() -> None:
+    sim = Sim(stubborn={"b"})
+    status = run_operator(sim, ExpansionState(), None, timeout=2)
+    assert status.phase == P.ABORTED
+    assert sim.partitions == 4 and sim.created_calls == 0
+    assert (
+        sim.log is not None and sim.log.current.state == EpochState.ABORTED and sim.log.active.partitions == 4
+    )
