@@ -1,0 +1,156 @@
+"""Shared proxy state and the side requests the proxy itself makes to the upstream broker."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from .client import UpstreamClient
+from .faults import FaultSet
+from .state import TopicRegistry
+from .txn import TxnIndex
+
+# Tansu answers a Fetch with max_wait 0 with no topics at all; 1 ms is the shortest real wait.
+MIN_FETCH_WAIT_MS = 1
+# Far beyond any real offset: Tansu answers such a Fetch with no data and the true high watermark
+# and last stable offset (its ListOffsets "latest" is wrong, its Fetch watermarks are right).
+_FAR_OFFSET = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    upstream_host: str
+    upstream_port: int
+    max_partitions: int = 64
+    default_partitions: int = 1  # Kafka's num.partitions, used for auto-created topics
+    auto_create_topics: bool = True  # Kafka's auto.create.topics.enable
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    high: int
+    stable: int
+
+
+class ProxyCore:
+    def __init__(self, config: Config, registry: TopicRegistry, faults: FaultSet) -> None:
+        self.config = config
+        self.registry = registry
+        self.faults = faults
+        self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
+        self.advertised: tuple[str, int] = ("127.0.0.1", 0)
+        self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
+        self._create_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        await self.upstream.close()
+
+    async def reconcile(self) -> None:
+        """Rebuild the visible counts from the broker's topics (and the state file, if any)."""
+        response = await self.upstream.request(
+            MetadataRequest(
+                topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+            )
+        )
+        physical = {t.name: len(t.partitions) for t in response.topics if t.name and t.error_code == 0}
+        self.registry.reconcile(physical)
+
+    async def create_physical(self, name: str, visible: int) -> ErrorCode:
+        """Create ``name`` upstream with the maximum partition count and register ``visible``."""
+        async with self._create_lock:
+            if self.registry.visible(name) is not None:
+                return ErrorCode.none
+            topic = CreatableTopic(
+                name=TopicName(name),
+                num_partitions=i32(self.config.max_partitions),
+                replication_factor=i16(-1),
+                assignments=(),
+                configs=(),
+            )
+            response = await self.upstream.request(
+                CreateTopicsRequest(
+                    topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10))
+                )
+            )
+            error = ErrorCode(response.topics[0].error_code)
+            if error in (ErrorCode.none, ErrorCode.topic_already_exists):
+                self.registry.add_if_absent(name, visible)
+                return ErrorCode.none
+            return error
+
+    async def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
+        """True high watermark and last stable offset per partition, via one empty Fetch."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        if not by_topic:
+            return {}
+        topics = tuple(
+            FetchTopic(
+                topic=TopicName(topic),
+                partitions=tuple(
+                    FetchPartition(
+                        partition=i32(p), fetch_offset=i64(_FAR_OFFSET), partition_max_bytes=i32(1)
+                    )
+                    for p in parts
+                ),
+            )
+            for topic, parts in by_topic.items()
+        )
+        response = await self.upstream.request(
+            self._fetch(topics, isolation=1, max_wait_ms=MIN_FETCH_WAIT_MS)
+        )
+        result: dict[tuple[str, int], Watermarks] = {}
+        for topic_response in response.responses:
+            for part in topic_response.partitions:
+                high = int(part.high_watermark)
+                stable = int(part.last_stable_offset)
+                result[(topic_response.topic, int(part.partition_index))] = Watermarks(
+                    high, stable if stable >= 0 else high
+                )
+        return result
+
+    async def txn_index(self, topic: str, partition: int, blob: bytes | None, high: int) -> TxnIndex:
+        """The partition's aborted-transaction index, scanned up to ``high``.
+
+        ``blob`` (the records of the Fetch being answered) is indexed first when it continues the
+        scan, so a consumer reading at the tail usually costs no extra request.
+        """
+        index = self.txn_indexes.setdefault((topic, partition), TxnIndex())
+        index.feed(blob)
+        while index.scanned_to < high:
+            part = FetchPartition(
+                partition=i32(partition), fetch_offset=i64(index.scanned_to), partition_max_bytes=i32(1 << 24)
+            )
+            response = await self.upstream.request(
+                self._fetch(
+                    (FetchTopic(topic=TopicName(topic), partitions=(part,)),),
+                    isolation=0,
+                    max_wait_ms=MIN_FETCH_WAIT_MS,
+                )
+            )
+            records = response.responses[0].partitions[0].records if response.responses else None
+            before = index.scanned_to
+            index.feed(records)
+            if index.scanned_to == before:
+                break
+        return index
+
+    @staticmethod
+    def _fetch(topics: tuple[FetchTopic, ...], isolation: int, max_wait_ms: int) -> FetchRequest:
+        return FetchRequest(
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
+            min_bytes=i32(0),
+            isolation_level=i8(isolation),
+            topics=topics,
+            forgotten_topics_data=(),
+        )

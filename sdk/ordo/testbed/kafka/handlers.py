@@ -1,0 +1,467 @@
+"""Per-API request handlers: each decides to forward (maybe rewritten, maybe with a response hook)
+or to answer locally. APIs without a handler are forwarded as raw bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
+from kio.static.primitive import i32Timedelta
+
+from . import entities, wire
+from .core import MIN_FETCH_WAIT_MS, ProxyCore
+from .entities import FETCH, LIST_OFFSETS, PRODUCE, Shape, blank, element_type
+from .records import batches
+
+ResponseHook = Callable[[bytes], Awaitable[bytes]]
+Forced = dict[tuple[str, int | None], ErrorCode]
+
+
+@dataclass
+class Request:
+    """One client request; decoded lazily and at most once."""
+
+    prefix: wire.RequestPrefix
+    body: bytes
+    _decoded: tuple[Any, Any] | None = field(default=None, repr=False)
+
+    @property
+    def header(self) -> Any:
+        return self._decode()[0]
+
+    @property
+    def payload(self) -> Any:
+        return self._decode()[1]
+
+    def _decode(self) -> tuple[Any, Any]:
+        if self._decoded is None:
+            self._decoded = wire.decode_request(self.body)
+        return self._decoded
+
+    def replace_payload(self, payload: Any) -> None:
+        """Rewrite the request itself (later handlers see and forward the new payload)."""
+        self._decoded = (self.header, payload)
+        self.body = self.reencode(payload)
+
+    def reencode(self, payload: Any) -> bytes:
+        return wire.encode_request_with(self.header, payload)
+
+    def response_schema(self) -> type[Any]:
+        schema = wire.response_schema(self.prefix.api_key, self.prefix.api_version)
+        assert schema is not None
+        return schema
+
+    def reply(self, payload: Any) -> Reply:
+        return Reply(wire.encode_response(payload, self.prefix.correlation_id))
+
+
+@dataclass
+class Forward:
+    body: bytes
+    hook: ResponseHook | None = None
+    expect_response: bool = True
+
+
+@dataclass
+class Reply:
+    body: bytes | None  # None: the client expects no response (Produce with acks=0)
+
+
+@dataclass
+class Drop:
+    pass
+
+
+Action = Forward | Reply | Drop
+Handler = Callable[[ProxyCore, Request, Forced], Awaitable[Action]]
+
+SHAPES: dict[int, Shape] = {0: PRODUCE, 1: FETCH, 2: LIST_OFFSETS}
+
+
+def targets(request: Request) -> list[tuple[str, int | None]]:
+    """(topic, partition) pairs a request names, for fault matching; partition None: topic level."""
+    shape = SHAPES.get(request.prefix.api_key)
+    if shape is not None:
+        return entities.pairs(request.payload, shape)
+    topics = getattr(request.payload, "topics", None) or ()
+    return [(t.name, None) for t in topics if isinstance(getattr(t, "name", None), str)]
+
+
+def _verdict(core: ProxyCore, forced: Forced) -> Callable[[str, int], ErrorCode | None]:
+    def verdict(topic: str, partition: int) -> ErrorCode | None:
+        error = forced.get((topic, partition)) or forced.get((topic, None))
+        if error is not None:
+            return error
+        visible = core.registry.visible(topic)
+        if visible is None or not 0 <= partition < visible:
+            return ErrorCode.unknown_topic_or_partition
+        return None
+
+    return verdict
+
+
+async def _partitioned(
+    core: ProxyCore, request: Request, forced: Forced, hook: Callable[[Any], Awaitable[Any]] | None
+) -> Action:
+    """Common path for Produce/Fetch/ListOffsets: reject unknown/invisible or faulted partitions
+    the way Kafka would, forward the rest, and merge the rejections back into the response."""
+    shape = SHAPES[request.prefix.api_key]
+    payload, rejected, left = entities.split(request.payload, shape, _verdict(core, forced))
+    expect = not (request.prefix.api_key == 0 and int(payload.acks) == 0)
+    if not left:
+        if not expect:
+            return Reply(None)
+        return request.reply(entities.merge(blank(request.response_schema()), shape, rejected))
+    if not rejected and hook is None:
+        return Forward(request.body, None, expect)
+    body = request.reencode(payload) if rejected else request.body
+
+    async def on_response(raw: bytes) -> bytes:
+        response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+        if hook is not None:
+            response = await hook(response)
+        return wire.encode_response(entities.merge(response, shape, rejected), request.prefix.correlation_id)
+
+    return Forward(body, on_response, expect)
+
+
+async def produce(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    return await _partitioned(core, request, forced, None)
+
+
+async def fetch(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    if request.payload.max_wait.total_seconds() <= 0:
+        # Tansu answers max_wait 0 with an empty topic list; Kafka answers at once with data.
+        wait = i32Timedelta.parse(datetime.timedelta(milliseconds=MIN_FETCH_WAIT_MS))
+        request.replace_payload(dataclasses.replace(request.payload, max_wait=wait))
+    isolation = int(request.payload.isolation_level)
+    offsets = {(t, p): 0 for t, p in entities.pairs(request.payload, FETCH) if p is not None}
+    for topic in request.payload.topics:
+        for part in topic.partitions:
+            offsets[(topic.topic, int(part.partition))] = int(part.fetch_offset)
+
+    async def hook(response: Any) -> Any:
+        topics = []
+        for topic in response.responses:
+            parts = []
+            for part in topic.partitions:
+                parts.append(await _fix_fetch_partition(core, topic.topic, part, isolation, offsets))
+            topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
+        return dataclasses.replace(response, responses=tuple(topics))
+
+    return await _partitioned(core, request, forced, hook)
+
+
+async def _fix_fetch_partition(
+    core: ProxyCore, topic: str, part: Any, isolation: int, offsets: dict[tuple[str, int], int]
+) -> Any:
+    if part.error_code != ErrorCode.none:
+        return part
+    high = int(part.high_watermark)
+    end, transactional = high, False
+    for batch in batches(part.records):
+        end = max(end, batch.last_offset + 1)
+        transactional = transactional or (batch.transactional and not batch.control)
+    changes: dict[str, Any] = {}
+    if end > high:  # never report a high watermark below records we hand out
+        changes["high_watermark"] = end
+    if isolation == 1 and transactional:
+        index = await core.txn_index(topic, int(part.partition_index), part.records, max(end, high))
+        fetch_offset = offsets.get((topic, int(part.partition_index)), 0)
+        aborted = index.overlapping(fetch_offset, end)
+        entry = element_type(type(part), "aborted_transactions")
+        changes["aborted_transactions"] = tuple(
+            entry(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted
+        )
+    return dataclasses.replace(part, **changes) if changes else part
+
+
+async def list_offsets(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    isolation = int(getattr(request.payload, "isolation_level", 0))
+    latest: set[tuple[str, int]] = set()
+    # Tansu drops the connection on MAX_TIMESTAMP (-3); answer it as a broker without it would.
+    forced = dict(forced)
+    for topic in request.payload.topics:
+        for part in topic.partitions:
+            if int(part.timestamp) == -1:
+                latest.add((topic.name, int(part.partition_index)))
+            elif int(part.timestamp) == -3:
+                forced[(topic.name, int(part.partition_index))] = ErrorCode.unsupported_version
+
+    async def hook(response: Any) -> Any:
+        wanted = [
+            (t.name, int(p.partition_index))
+            for t in response.topics
+            for p in t.partitions
+            if (t.name, int(p.partition_index)) in latest and p.error_code == ErrorCode.none
+        ]
+        if not wanted:
+            return response
+        marks = await core.watermarks(wanted)
+        topics = []
+        for topic in response.topics:
+            parts = []
+            for part in topic.partitions:
+                mark = marks.get((topic.name, int(part.partition_index)))
+                if mark is not None:
+                    offset = mark.stable if isolation == 1 else mark.high
+                    part = dataclasses.replace(part, offset=offset, timestamp=-1)
+                parts.append(part)
+            topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
+        return dataclasses.replace(response, topics=tuple(topics))
+
+    return await _partitioned(core, request, forced, hook if latest else None)
+
+
+async def metadata(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    payload = request.payload
+    rejected: dict[str, ErrorCode] = {}
+    if payload.topics is not None:
+        allow = bool(getattr(payload, "allow_auto_topic_creation", True))
+        kept = []
+        for topic in payload.topics:
+            name = topic.name
+            error = forced.get((name, None)) if name is not None else None
+            if name is not None and error is None and core.registry.visible(name) is None:
+                if allow and core.config.auto_create_topics:
+                    error = await core.create_physical(name, core.config.default_partitions)
+                else:
+                    error = ErrorCode.unknown_topic_or_partition
+            if error is not None and error != ErrorCode.none:
+                rejected[name] = error
+            else:
+                kept.append(topic)
+        if rejected:
+            # Never let an unknown name reach Tansu: it would auto-create it with its own count.
+            payload = dataclasses.replace(payload, topics=tuple(kept))
+    body = request.reencode(payload) if rejected else request.body
+
+    async def on_response(raw: bytes) -> bytes:
+        response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+        topic_cls = element_type(type(response), "topics")
+        topics = []
+        for topic in response.topics:
+            visible = core.registry.visible(topic.name) if topic.name else None
+            if visible is None and topic.name and topic.error_code == ErrorCode.none:
+                visible = core.registry.add_if_absent(topic.name, len(topic.partitions))
+            if visible is not None:
+                parts = tuple(p for p in topic.partitions if int(p.partition_index) < visible)
+                topic = dataclasses.replace(topic, partitions=parts)
+            topics.append(topic)
+        for name, error in rejected.items():
+            topics.append(blank(topic_cls, name=name, error_code=error, partitions=()))
+        response = dataclasses.replace(
+            response, brokers=_rewrite_hosts(core, response.brokers), topics=tuple(topics)
+        )
+        return wire.encode_response(response, request.prefix.correlation_id)
+
+    return Forward(body, on_response)
+
+
+def _rewrite_hosts(core: ProxyCore, brokers: tuple[Any, ...]) -> tuple[Any, ...]:
+    host, port = core.advertised
+    return tuple(
+        dataclasses.replace(b, host=host, port=port) if b.host and b.port >= 0 else b for b in brokers
+    )
+
+
+def _rewriting(attr: str | None) -> Handler:
+    """Handler that points every broker address in the response at the proxy."""
+
+    async def handler(core: ProxyCore, request: Request, forced: Forced) -> Action:
+        async def on_response(raw: bytes) -> bytes:
+            response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+            host, port = core.advertised
+            if attr is not None:
+                response = dataclasses.replace(
+                    response, **{attr: _rewrite_hosts(core, getattr(response, attr))}
+                )
+            elif response.port >= 0 and response.host:
+                response = dataclasses.replace(response, host=host, port=port)
+            return wire.encode_response(response, request.prefix.correlation_id)
+
+        return Forward(request.body, on_response)
+
+    return handler
+
+
+async def find_coordinator(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    return await _rewriting("coordinators" if request.prefix.api_version >= 4 else None)(
+        core, request, forced
+    )
+
+
+async def create_topics(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    payload = request.payload
+    limit = core.config.max_partitions
+    requested: dict[str, int] = {}
+    rejected: dict[str, tuple[ErrorCode, str]] = {}
+    kept = []
+    for topic in payload.topics:
+        count = int(topic.num_partitions)
+        if topic.assignments:
+            count = len(topic.assignments)
+        elif count == -1:
+            count = core.config.default_partitions
+        if count <= 0:
+            rejected[topic.name] = (
+                ErrorCode.invalid_partitions,
+                "Number of partitions must be larger than 0.",
+            )
+        elif count > limit:
+            rejected[topic.name] = (ErrorCode.invalid_partitions, _over_limit(count, limit))
+        else:
+            requested[topic.name] = count
+            kept.append(dataclasses.replace(topic, num_partitions=limit, assignments=()))
+    schema = request.response_schema()
+    result_cls = element_type(schema, "topics")
+
+    def add_rejected(results: list[Any]) -> None:
+        for name, (error, message) in rejected.items():
+            results.append(blank(result_cls, name=name, error_code=error, error_message=message))
+
+    if not kept:
+        results: list[Any] = []
+        add_rejected(results)
+        return request.reply(blank(schema, topics=tuple(results)))
+
+    async def on_response(raw: bytes) -> bytes:
+        response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+        results = []
+        for result in response.topics:
+            count = requested.get(result.name)
+            if count is not None and result.error_code == ErrorCode.none:
+                if not payload.validate_only:
+                    core.registry.set(result.name, count)
+                if hasattr(result, "num_partitions"):
+                    result = dataclasses.replace(result, num_partitions=count)
+            results.append(result)
+        add_rejected(results)
+        return wire.encode_response(
+            dataclasses.replace(response, topics=tuple(results)), request.prefix.correlation_id
+        )
+
+    return Forward(request.reencode(dataclasses.replace(payload, topics=tuple(kept))), on_response)
+
+
+def _over_limit(count: int, limit: int) -> str:
+    return (
+        f"Requested {count} partitions, but the ordo testbed proxy creates every topic with a fixed "
+        f"maximum of {limit} partitions (testbed max; see max_partitions)."
+    )
+
+
+async def delete_topics(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    async def on_response(raw: bytes) -> bytes:
+        response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+        for result in response.responses:
+            if result.error_code == ErrorCode.none and result.name:
+                core.registry.forget(result.name)
+                for key in [k for k in core.txn_indexes if k[0] == result.name]:
+                    del core.txn_indexes[key]
+        return raw
+
+    return Forward(request.body, on_response)
+
+
+async def create_partitions(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    """Kafka's CreatePartitions semantics on top of the physical maximum: raise the visible count."""
+    payload = request.payload
+    limit = core.config.max_partitions
+    schema = request.response_schema()
+    result_cls = element_type(schema, "results")
+    names = [t.name for t in payload.topics]
+    results = []
+    for topic in payload.topics:
+        error, message = ErrorCode.none, None
+        current = core.registry.visible(topic.name)
+        count = int(topic.count)
+        if names.count(topic.name) > 1:
+            error, message = ErrorCode.invalid_request, "Duplicate topic in request."
+        elif current is None:
+            error, message = (
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        elif count < current:
+            error = ErrorCode.invalid_partitions
+            message = f"Topic currently has {current} partitions, which is higher than the requested {count}."
+        elif count == current:
+            error, message = ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
+        elif topic.assignments is not None and len(topic.assignments) != count - current:
+            error = ErrorCode.invalid_replica_assignment
+            message = (
+                f"Increasing the number of partitions by {count - current} but "
+                f"{len(topic.assignments)} assignments provided."
+            )
+        elif count > limit:
+            error, message = ErrorCode.invalid_partitions, _over_limit(count, limit)
+        elif not payload.validate_only:
+            core.registry.set(topic.name, count)
+        results.append(blank(result_cls, name=topic.name, error_code=error, error_message=message))
+    return request.reply(blank(schema, results=tuple(results)))
+
+
+def _kio_versions(api_key: int) -> tuple[int, int]:
+    versions = [
+        v
+        for v, types in schema_name_map[api_key_map[api_key]].items()
+        if EntityType.request in types and EntityType.response in types
+    ]
+    return min(versions), max(versions)
+
+
+# APIs the proxy decodes, with the highest version it accepts (Fetch/Produce stay on versions
+# that name topics instead of topic ids).
+_CAPS = {0: 11, 1: 12, 2: 9, 3: 12, 10: 6, 19: 7, 20: 6, 37: 3, 60: 2}
+_HIDDEN = {75}  # DescribeTopicPartitions: not offered, clients fall back to Metadata
+
+
+async def api_versions(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    async def on_response(raw: bytes) -> bytes:
+        try:
+            response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+        except Exception:
+            return raw  # e.g. UNSUPPORTED_VERSION answered in v0 format
+        if response.error_code != ErrorCode.none:
+            return raw
+        entry_cls = element_type(type(response), "api_keys")
+        keys = []
+        for key in response.api_keys:
+            api = int(key.api_key)
+            if api in _HIDDEN:
+                continue
+            if api in _CAPS:
+                low, high = _kio_versions(api)
+                key = dataclasses.replace(
+                    key,
+                    min_version=max(int(key.min_version), low),
+                    max_version=min(int(key.max_version), high, _CAPS[api]),
+                )
+            keys.append(key)
+        low, high = _kio_versions(37)
+        keys.append(entry_cls(api_key=37, min_version=low, max_version=min(high, _CAPS[37])))
+        response = dataclasses.replace(response, api_keys=tuple(sorted(keys, key=lambda k: int(k.api_key))))
+        return wire.encode_response(response, request.prefix.correlation_id)
+
+    return Forward(request.body, on_response)
+
+
+HANDLERS: dict[int, Handler] = {
+    0: produce,
+    1: fetch,
+    2: list_offsets,
+    3: metadata,
+    10: find_coordinator,
+    18: api_versions,
+    19: create_topics,
+    20: delete_topics,
+    37: create_partitions,
+    60: _rewriting("brokers"),
+}

@@ -1,0 +1,76 @@
+"""Walk record-batch headers inside a records blob without decoding (or decompressing) records.
+
+kio's ``read_batch`` decodes every record and checks the CRC, which is too slow for the data path
+and cannot read compressed batches; the proxy only needs a few fixed-position header fields.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kio.records.readers import read_record
+from kio.static.primitive import i64
+
+# Fixed v2 (magic 2) batch header layout; see the Kafka message format documentation.
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_MAGIC_OFFSET = 16
+_ATTRIBUTES = struct.Struct(">h")  # at 21
+_LAST_DELTA_AND_TIMESTAMPS = struct.Struct(">iqq")  # at 23
+_PRODUCER = struct.Struct(">qh")  # at 43
+_CONTROL_KEY = struct.Struct(">hh")
+_RECORDS_START = 61
+_LOG_OVERHEAD = 12
+
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    last_offset: int
+    attributes: int
+    producer_id: int
+    start: int  # byte position of the batch inside the blob
+    end: int
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def control(self) -> bool:
+        return bool(self.attributes & CONTROL)
+
+
+def batches(blob: bytes | None) -> Iterator[BatchHeader]:
+    """Complete v2 batches in ``blob``; a truncated trailing batch (allowed in Fetch) is skipped."""
+    if not blob:
+        return
+    pos, size = 0, len(blob)
+    while pos + _RECORDS_START <= size:
+        base, length = _BASE_AND_LENGTH.unpack_from(blob, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if end > size or blob[pos + _MAGIC_OFFSET] != 2:
+            return
+        (attributes,) = _ATTRIBUTES.unpack_from(blob, pos + 21)
+        last_delta, _, _ = _LAST_DELTA_AND_TIMESTAMPS.unpack_from(blob, pos + 23)
+        producer_id, _ = _PRODUCER.unpack_from(blob, pos + 43)
+        yield BatchHeader(base, base + last_delta, attributes, producer_id, pos, end)
+        pos = end
+
+
+def control_type(blob: bytes, batch: BatchHeader) -> int:
+    """ABORT_MARKER or COMMIT_MARKER for a control batch (its single record's key holds the type)."""
+    _, base_timestamp, _ = _LAST_DELTA_AND_TIMESTAMPS.unpack_from(blob, batch.start + 23)
+    record, _ = read_record(
+        memoryview(blob)[: batch.end], base_timestamp, i64(batch.base_offset), batch.start + _RECORDS_START
+    )
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        return -1
+    _, marker = _CONTROL_KEY.unpack_from(record.key, 0)
+    return int(marker)

@@ -1,0 +1,49 @@
+"""Aborted-transaction index rebuilt from the log itself (Tansu never reports aborted transactions).
+
+Kafka keeps an index of (producer id, first offset, marker offset) per aborted transaction and
+returns the entries overlapping a read_committed Fetch. Building it from the batches in the log
+(transactional data batches open a transaction, control batches end it) rather than from the
+Produce/EndTxn traffic keeps it exact after a proxy restart and for writes the proxy did not see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .records import ABORT_MARKER, batches, control_type
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    marker_offset: int
+
+
+@dataclass(slots=True)
+class TxnIndex:
+    """Per-partition index; ``scanned_to`` is the first offset not yet read."""
+
+    scanned_to: int = 0
+    open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    aborted: list[AbortedTxn] = field(default_factory=list)
+
+    def feed(self, blob: bytes | None) -> bool:
+        """Index the batches of ``blob`` that continue the scan; False when ``blob`` leaves a gap."""
+        for batch in batches(blob):
+            if batch.last_offset < self.scanned_to:
+                continue
+            if batch.base_offset > self.scanned_to:
+                return False
+            if batch.control:
+                first = self.open.pop(batch.producer_id, None)
+                if first is not None and control_type(blob or b"", batch) == ABORT_MARKER:
+                    self.aborted.append(AbortedTxn(batch.producer_id, first, batch.base_offset))
+            elif batch.transactional:
+                self.open.setdefault(batch.producer_id, batch.base_offset)
+            self.scanned_to = batch.last_offset + 1
+        return True
+
+    def overlapping(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions a Fetch from ``fetch_offset`` returning data below ``upper`` must list."""
+        return [t for t in self.aborted if t.marker_offset >= fetch_offset and t.first_offset < upper]
