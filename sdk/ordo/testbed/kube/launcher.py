@@ -140,16 +140,18 @@ class KubeEmulator:
             flusher = asyncio.create_task(self._state.run(self.cluster))
         for directory in self.crd_dirs:
             self._load_crds(directory)
-        runner = web.AppRunner(self._server.app, handler_cancellation=True, access_log=None)
+        runner = web.AppRunner(
+            self._server.app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
+        )
         await runner.setup()
-        await web.SockSite(runner, self._sock, shutdown_timeout=1.0).start()
+        await web.SockSite(runner, self._sock).start()
         self.kubeconfig_path  # noqa: B018 - write it before announcing readiness
         if ready is not None:
             ready()
         try:
             await self._stopping.wait()
         finally:
-            self.cluster.store.close_all()
+            await self._server.close_watches()
             if flusher is not None:
                 flusher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -28,8 +28,8 @@ def prune(schema: JSON, value: Any, root: bool = True) -> None:
         keep_all = schema.get("x-kubernetes-preserve-unknown-fields") is True or addl is True
         embedded = root or schema.get("x-kubernetes-embedded-resource") is True
         for k in list(value):
-            if embedded and k in _ROOT_KEEP and k not in props:
-                continue
+            if embedded and k in _ROOT_KEEP:
+                continue  # ObjectMeta is the server's business, whatever the schema says
             if k in props:
                 prune(props[k], value[k], root=False)
             elif isinstance(addl, dict):
@@ -221,7 +221,7 @@ def _object(schema: JSON, value: JSON, path: str, name: str) -> list[Cause]:
     props: JSON = schema.get("properties") or {}
     addl = schema.get("additionalProperties")
     for k, v in value.items():
-        if not path and k in _ROOT_KEEP and k not in props:
+        if not path and k == "metadata":
             continue
         if k in props:
             errs += validate(props[k], v, prefix + k)

@@ -66,6 +66,7 @@ class Server:
         self.bookmark_interval = bookmark_interval
         self.max_watch_seconds = max_watch_seconds
         self.address = "127.0.0.1"
+        self.watches = 0  # open watch streams, drained at shutdown so that they end cleanly
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
@@ -277,6 +278,7 @@ class Server:
 
         # Subscribing and reading the starting state happen with no await in between: no gaps.
         store.subscribe(sub)
+        self.watches += 1
         try:
             lines: list[bytes] = []
             if rv == "0" or initial:
@@ -308,6 +310,14 @@ class Server:
             return resp
         finally:
             store.unsubscribe(sub)
+            self.watches -= 1
+
+    async def close_watches(self, timeout: float = 2.0) -> None:
+        """End every watch stream properly (a final chunk, not a dropped connection)."""
+        self.cluster.store.close_all()
+        deadline = time.monotonic() + timeout
+        while self.watches > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
     async def _pump(
         self, resp: web.StreamResponse, sub: Subscription, api_version: str, deadline: float, bookmark: Any

@@ -1,0 +1,109 @@
+"""pytest fixtures for the Kubernetes side of the testbed (usable as a plugin:
+``pytest_plugins = ["ordo.testbed.kube.fixtures"]``).
+
+- ``kube_cluster`` (session): a started :class:`KubeEmulator`, or a real cluster when
+  ``ORDO_TEST_KUBECONFIG`` is set.
+- ``kube_emulator``: the emulator itself; tests using it (fault hooks, state access) are skipped
+  against a real cluster.
+- ``kube``: a :class:`Kube` handle with an API client and a fresh namespace, deleted afterwards.
+- ``pods``: a :class:`~ordo.testbed.pods.PodSet` in that namespace that kills what it started.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .launcher import KubeEmulator
+
+ENV_KUBECONFIG = "ORDO_TEST_KUBECONFIG"
+
+
+@dataclass
+class KubeCluster:
+    kubeconfig_path: Path
+    emulator: KubeEmulator | None  # None: a real cluster
+
+    def client(self) -> Any:
+        import kubernetes
+
+        config: Any = kubernetes.config  # partly typed: keep mypy out of it
+        return config.new_client_from_config(str(self.kubeconfig_path))
+
+
+@dataclass
+class Kube:
+    """What a test needs to talk to the cluster: a client, the kubeconfig and its own namespace."""
+
+    api: Any  # kubernetes.client.ApiClient
+    kubeconfig_path: Path
+    namespace: str
+    emulator: KubeEmulator | None
+
+    @property
+    def core(self) -> Any:
+        import kubernetes
+
+        return kubernetes.client.CoreV1Api(self.api)
+
+    @property
+    def custom(self) -> Any:
+        import kubernetes
+
+        return kubernetes.client.CustomObjectsApi(self.api)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> Iterator[KubeCluster]:
+    real = os.environ.get(ENV_KUBECONFIG)
+    if real:
+        yield KubeCluster(Path(real), None)
+        return
+    with KubeEmulator() as emulator:
+        yield KubeCluster(emulator.kubeconfig_path, emulator)
+
+
+@pytest.fixture
+def kube_emulator(kube_cluster: KubeCluster) -> KubeEmulator:
+    if kube_cluster.emulator is None:
+        pytest.skip(f"emulator-only test ({ENV_KUBECONFIG} points to a real cluster)")
+    kube_cluster.emulator.faults.clear()
+    return kube_cluster.emulator
+
+
+@pytest.fixture
+def kube(kube_cluster: KubeCluster) -> Iterator[Kube]:
+    import kubernetes
+
+    api = kube_cluster.client()
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    core: Any = kubernetes.client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": namespace, "labels": {"ordo.dev/test": "true"}}})
+    try:
+        yield Kube(api, kube_cluster.kubeconfig_path, namespace, kube_cluster.emulator)
+    finally:
+        if kube_cluster.emulator is not None:
+            kube_cluster.emulator.faults.clear()
+        try:
+            core.delete_namespace(namespace)
+        except kubernetes.client.ApiException as e:
+            if e.status != 404:
+                raise
+        api.close()
+
+
+@pytest.fixture
+def pods(kube: Kube, tmp_path: Path) -> Iterator[Any]:
+    from ordo.testbed.pods import PodSet
+
+    podset = PodSet(kube.kubeconfig_path, kube.namespace, log_dir=tmp_path / "pods")
+    try:
+        yield podset
+    finally:
+        podset.close()
