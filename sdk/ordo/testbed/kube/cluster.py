@@ -345,8 +345,13 @@ class Cluster:
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if self.view(rt, version, old) == new:
             return old  # a no-op write: no new resourceVersion, no watch event (as the real server)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            return self._remove(rt, new)
+        meta = new["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not meta.get("deletionGracePeriodSeconds")
+        ):
+            return self._remove(rt, new)  # the last finalizer is gone (a graceful pod waits for its kubelet)
         stored = self.store.write(rt.key, "MODIFIED", new, old)
         if rt.key == CRD_KEY:
             self.registry.add(from_crd(stored))

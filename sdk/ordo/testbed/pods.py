@@ -1,0 +1,275 @@
+"""Pods as local processes: each "pod" is a Pod object in the (emulated) cluster plus a local
+process, kept consistent the way a kubelet and the node controller would keep them.
+
+- start: Pod created (bound to a fake node), process started with POD_NAME, POD_NAMESPACE,
+  POD_IP and KUBECONFIG, then the Pod is marked Running and Ready with podIP 127.0.0.1.
+- sigterm: Pod deletion starts (deletionTimestamp, Terminating) and it turns not Ready, then the
+  process gets SIGTERM; when it exits the Pod is removed. Past the grace period it gets SIGKILL.
+- sigkill: the process dies at once; the Pod turns not Ready (phase Failed) and, unless
+  ``delete=False``, is removed as the node controller eventually would.
+- a process that exits by itself leaves its Pod Succeeded/Failed and not Ready (restartPolicy Never).
+- pause/resume: SIGSTOP/SIGCONT; the Pod stays Ready, as a kubelet does not notice a stopped process.
+
+Processes run in their own session; :meth:`PodSet.close` kills each one's process group by the
+PID it started (never by name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+log = logging.getLogger(__name__)
+NODE_NAME = "ordo-testbed-node"
+POD_IP = "127.0.0.1"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _conditions(ready: bool) -> list[dict[str, str]]:
+    now = _now()
+    flag = "True" if ready else "False"
+    out = [{"type": "PodScheduled", "status": "True"}, {"type": "Initialized", "status": "True"}]
+    out += [{"type": "ContainersReady", "status": flag}, {"type": "Ready", "status": flag}]
+    return [{**c, "lastTransitionTime": now} for c in out]
+
+
+def _container(ready: bool, state: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "main", "ready": ready, "started": ready, "restartCount": 0, "state": state,
+            "image": "local-process", "imageID": ""}  # fmt: skip
+
+
+class Pod:
+    """One pod: its Pod object and its process. Made by :meth:`PodSet.start`."""
+
+    def __init__(self, podset: PodSet, name: str, argv: Sequence[str], log_dir: Path, grace: int):
+        self.podset = podset
+        self.name = name
+        self.namespace = podset.namespace
+        self.argv = list(argv)
+        self.grace = grace
+        self.stdout_path = log_dir / f"{name}.out"
+        self.stderr_path = log_dir / f"{name}.err"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._terminating = False
+        self._delete_on_exit = False
+        self._exited = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    # --- process state ------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.poll() if self.process is not None else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; raises ``subprocess.TimeoutExpired`` when still running after ``timeout``."""
+        assert self.process is not None
+        code = self.process.wait(timeout)
+        self._exited.wait(10)  # and the Pod object has been updated accordingly
+        return code
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace") if self.stdout_path.exists() else ""
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def read(self) -> Any:
+        """The Pod object as the API has it now (a ``V1Pod``); raises ApiException(404) once gone."""
+        return self.podset.core.read_namespaced_pod(self.name, self.namespace)
+
+    # --- signals ------------------------------------------------------------------------------
+
+    def sigterm(self, grace: int | None = None) -> None:
+        """Graceful termination, as ``kubectl delete pod`` causes it."""
+        grace = self.grace if grace is None else grace
+        self._terminating = True
+        self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=grace)
+        try:
+            self._patch_status({"conditions": _conditions(False)})
+        except Exception as e:  # grace 0: already gone
+            if getattr(e, "status", None) != 404:
+                raise
+        self._signal(signal.SIGTERM)
+        timer = threading.Timer(grace, self._signal, args=(signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def sigkill(self, delete: bool = True) -> None:
+        """Sudden death: the process is killed, the Pod turns not Ready, then (optionally) goes away."""
+        self._delete_on_exit = delete
+        self._signal(signal.SIGKILL)
+        self._exited.wait(10)
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, sig)
+
+    # --- kubelet ------------------------------------------------------------------------------
+
+    def _start(
+        self, labels: Mapping[str, str], annotations: Mapping[str, str], env: Mapping[str, str]
+    ) -> None:
+        body = {
+            "metadata": {"name": self.name, "labels": dict(labels), "annotations": dict(annotations)},
+            "spec": {
+                "nodeName": self.podset.node_name,
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": self.grace,
+                "containers": [{"name": "main", "image": "local-process", "command": self.argv}],
+            },
+        }
+        self.podset.core.create_namespaced_pod(self.namespace, body)
+        full_env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            **env,
+            "POD_NAME": self.name,
+            "POD_NAMESPACE": self.namespace,
+            "POD_IP": POD_IP,
+            "KUBECONFIG": str(self.podset.kubeconfig_path),
+        }
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                start_new_session=True,
+            )
+        started = _now()
+        container = {
+            **_container(ready=True, state={"running": {"startedAt": started}}),
+            "containerID": f"process://{self.process.pid}",
+        }
+        self._patch_status(
+            {
+                "phase": "Running",
+                "podIP": POD_IP,
+                "podIPs": [{"ip": POD_IP}],
+                "hostIP": POD_IP,
+                "startTime": started,
+                "conditions": _conditions(True),
+                "containerStatuses": [container],
+            }
+        )
+        self._monitor = threading.Thread(target=self._watch_process, name=f"pod-{self.name}", daemon=True)
+        self._monitor.start()
+
+    def _watch_process(self) -> None:
+        assert self.process is not None
+        code = self.process.wait()
+        try:
+            terminated = {
+                "exitCode": code,
+                "finishedAt": _now(),
+                "reason": "Completed" if code == 0 else "Error",
+            }
+            container = _container(ready=False, state={"terminated": terminated})
+            self._patch_status(
+                {
+                    "phase": "Succeeded" if code == 0 else "Failed",
+                    "conditions": _conditions(False),
+                    "containerStatuses": [container],
+                }
+            )
+            if self._terminating or self._delete_on_exit:
+                self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0)
+        except Exception as e:  # the Pod may be gone or the cluster stopped: nothing left to report
+            if getattr(e, "status", 404) != 404 and not self.podset.closing:
+                log.warning("could not report the exit of pod %s: %s", self.name, e)
+        finally:
+            self._exited.set()
+
+    def _patch_status(self, status: dict[str, Any]) -> None:
+        self.podset.core.patch_namespaced_pod_status(self.name, self.namespace, {"status": status})
+
+    def _kill_group(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session: pgid == pid
+            self.process.wait(10)
+
+
+class PodSet:
+    """Starts pods in one namespace and cleans them all up on :meth:`close` (also a context manager)."""
+
+    def __init__(
+        self,
+        kubeconfig_path: Path | str,
+        namespace: str = "default",
+        log_dir: Path | str | None = None,
+        node_name: str = NODE_NAME,
+    ):
+        import kubernetes
+
+        self.kubeconfig_path = Path(kubeconfig_path)
+        self.namespace = namespace
+        self.node_name = node_name
+        self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="ordo-pods-"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        config: Any = kubernetes.config
+        self.api: Any = config.new_client_from_config(str(self.kubeconfig_path))
+        self.core: Any = kubernetes.client.CoreV1Api(self.api)
+        self.pods: list[Pod] = []
+        self.closing = False
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        grace: int = 30,
+    ) -> Pod:
+        pod = Pod(self, name, argv, self.log_dir, grace)
+        self.pods.append(pod)
+        pod._start(labels or {}, annotations or {}, env or {})
+        return pod
+
+    def close(self) -> None:
+        """Kill every process this set started (by PID/process group) and delete their Pods."""
+        self.closing = True
+        for pod in self.pods:
+            pod._kill_group()
+        for pod in self.pods:
+            pod._exited.wait(5)
+            with contextlib.suppress(Exception):
+                self.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)
+        self.api.close()
+
+    def __enter__(self) -> PodSet:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

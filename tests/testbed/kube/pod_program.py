@@ -1,0 +1,40 @@
+"""A program run as a pod by test_pods.py: ``pod_program.py read-label <label>`` or ``serve <release-file>``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+
+def read_label(label: str) -> None:
+    import kubernetes
+
+    kubernetes.config.load_kube_config()  # from KUBECONFIG, as set by the pod launcher
+    pod = kubernetes.client.CoreV1Api().read_namespaced_pod(os.environ["POD_NAME"], os.environ["POD_NAMESPACE"])
+    print(f"label {label}={pod.metadata.labels[label]}", flush=True)
+
+
+def serve(release: Path) -> None:
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        print("got SIGTERM", flush=True)
+        while not release.exists():  # let the test look at the terminating pod first
+            time.sleep(0.01)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "read-label":
+        read_label(sys.argv[2])
+    elif sys.argv[1] == "serve":
+        serve(Path(sys.argv[2]))
+    else:
+        sys.exit(int(sys.argv[2]))

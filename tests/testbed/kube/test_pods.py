@@ -1,0 +1,110 @@
+"""Pods as processes: env and self-lookup, sigterm, sigkill, pause/resume, cleanup."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiException
+
+from ordo.testbed.pods import PodSet
+
+from .conftest import wait_for
+
+PROGRAM = str(Path(__file__).parent / "pod_program.py")
+
+
+def ready(pod: Any) -> str:
+    conditions = pod.read().status.conditions or []
+    return next((c.status for c in conditions if c.type == "Ready"), "Unknown")
+
+
+def gone(pod: Any) -> bool:
+    try:
+        pod.read()
+    except ApiException as e:
+        return e.status == 404
+    return False
+
+
+def proc_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def serving(pods: PodSet, tmp_path: Path, name: str = "member-0") -> Any:
+    pod = pods.start(name, [sys.executable, PROGRAM, "serve", str(tmp_path / f"{name}.release")], labels={"app": "m"})
+    wait_for(lambda: "ready" in pod.stdout(), 30, "the pod program to start")
+    return pod
+
+
+def test_pod_reads_its_own_pod_through_its_env(pods: PodSet) -> None:
+    pod = pods.start("reader", [sys.executable, PROGRAM, "read-label", "app"], labels={"app": "demo"})
+    body = pod.read()
+    assert body.status.pod_ip == "127.0.0.1" and body.spec.node_name
+    assert pod.wait(60) == 0, pod.stderr()
+    assert "label app=demo" in pod.stdout()
+    wait_for(lambda: pod.read().status.phase == "Succeeded", what="phase Succeeded")
+    assert ready(pod) == "False"
+
+
+def test_running_pod_is_ready(pods: PodSet, tmp_path: Path) -> None:
+    pod = serving(pods, tmp_path)
+    body = pod.read()
+    assert body.status.phase == "Running" and ready(pod) == "True"
+    assert body.status.container_statuses[0].container_id == f"process://{pod.pid}"
+
+
+def test_sigterm_marks_terminating_then_removes_the_pod(pods: PodSet, tmp_path: Path) -> None:
+    pod = serving(pods, tmp_path)
+    pod.sigterm()
+    wait_for(lambda: "got SIGTERM" in pod.stdout(), what="SIGTERM delivered")
+    body = pod.read()
+    assert body.metadata.deletion_timestamp is not None and ready(pod) == "False"
+    (tmp_path / "member-0.release").touch()
+    assert pod.wait(10) == 0
+    wait_for(lambda: gone(pod), what="pod removed")
+
+
+def test_sigkill_leaves_a_failed_pod_or_deletes_it(pods: PodSet, tmp_path: Path) -> None:
+    kept = serving(pods, tmp_path, "kept")
+    kept.sigkill(delete=False)
+    assert kept.returncode == -9
+    body = kept.read()
+    assert body.status.phase == "Failed" and ready(kept) == "False"
+    removed = serving(pods, tmp_path, "removed")
+    removed.sigkill()
+    assert removed.returncode == -9
+    wait_for(lambda: gone(removed), what="pod removed")
+
+
+def test_pause_and_resume(pods: PodSet, tmp_path: Path) -> None:
+    pod = serving(pods, tmp_path)
+    pod.pause()
+    wait_for(lambda: proc_state(pod.pid) == "T", what="process stopped")
+    assert ready(pod) == "True"  # the kubelet does not notice
+    pod.resume()
+    wait_for(lambda: proc_state(pod.pid) != "T", what="process continued")
+
+
+def test_exit_by_itself_fails_the_pod(pods: PodSet) -> None:
+    pod = pods.start("crasher", [sys.executable, PROGRAM, "exit", "3"])
+    assert pod.wait(30) == 3
+    wait_for(lambda: pod.read().status.phase == "Failed", what="phase Failed")
+
+
+def test_close_kills_every_process_it_started(kube: Any, tmp_path: Path) -> None:
+    with PodSet(kube.kubeconfig_path, kube.namespace, log_dir=tmp_path) as podset:
+        first = serving(podset, tmp_path, "a")
+        second = serving(podset, tmp_path, "b")
+        second.pause()
+    assert first.returncode is not None and second.returncode is not None
+    assert gone(first) and gone(second)
+
+
+@pytest.mark.usefixtures("kube")
+def test_logs_are_files(pods: PodSet) -> None:
+    pod = pods.start("printer", [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"])
+    assert pod.wait(30) == 0
+    assert pod.stdout_path.read_text() == "out\n" and pod.stderr_path.read_text() == "err\n"
