@@ -1,4 +1,4 @@
-"""A program run as a pod by test_pods.py: ``pod_program.py read-label <label>`` or ``serve <release-file>``."""
+"""Run as a pod by test_pods.py: ``pod_program.py read-label <label>`` or ``serve <release-file>``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ def read_label(label: str) -> None:
     import kubernetes
 
     kubernetes.config.load_kube_config()  # from KUBECONFIG, as set by the pod launcher
-    pod = kubernetes.client.CoreV1Api().read_namespaced_pod(os.environ["POD_NAME"], os.environ["POD_NAMESPACE"])
+    pod = kubernetes.client.CoreV1Api().read_namespaced_pod(
+        os.environ["POD_NAME"], os.environ["POD_NAMESPACE"]
+    )
     print(f"label {label}={pod.metadata.labels[label]}", flush=True)
 
 

@@ -34,7 +34,9 @@ def proc_state(pid: int) -> str:
 
 
 def serving(pods: PodSet, tmp_path: Path, name: str = "member-0") -> Any:
-    pod = pods.start(name, [sys.executable, PROGRAM, "serve", str(tmp_path / f"{name}.release")], labels={"app": "m"})
+    pod = pods.start(
+        name, [sys.executable, PROGRAM, "serve", str(tmp_path / f"{name}.release")], labels={"app": "m"}
+    )
     wait_for(lambda: "ready" in pod.stdout(), 30, "the pod program to start")
     return pod
 
@@ -105,6 +107,8 @@ def test_close_kills_every_process_it_started(kube: Any, tmp_path: Path) -> None
 
 @pytest.mark.usefixtures("kube")
 def test_logs_are_files(pods: PodSet) -> None:
-    pod = pods.start("printer", [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"])
+    pod = pods.start(
+        "printer", [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"]
+    )
     assert pod.wait(30) == 0
     assert pod.stdout_path.read_text() == "out\n" and pod.stderr_path.read_text() == "err\n"
