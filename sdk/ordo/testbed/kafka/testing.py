@@ -1,0 +1,56 @@
+"""Condition waits and consume loops for tests against the Kafka testbed (or a real Kafka)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, Message
+
+T = TypeVar("T")
+
+
+def wait_for(
+    condition: Callable[[], T], timeout: float = 20.0, what: str = "condition", step: float = 0.05
+) -> T:
+    """Poll ``condition`` until truthy; its value is returned. Not a sleep: a bounded condition wait."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | None = None,
+            timeout: float = 20.0) -> list[Message]:  # fmt: skip
+    """Messages until ``count`` arrived or ``until_eof`` partitions reported EOF (needs
+    enable.partition.eof)."""
+    messages: list[Message] = []
+    eofs: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        if count is not None and len(messages) >= count:
+            return messages
+        if until_eof is not None and len(eofs) >= until_eof:
+            return messages
+        if time.monotonic() > deadline:
+            raise AssertionError(f"consumed {len(messages)} (eof {sorted(eofs)}) before timeout")
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        error = message.error()
+        if error is None:
+            messages.append(message)
+            eofs.discard((message.topic(), message.partition()))
+        elif error.code() == KafkaError._PARTITION_EOF:
+            eofs.add((message.topic(), message.partition()))
+        else:
+            raise AssertionError(f"consumer error: {error}")
+
+
+def values(messages: list[Message]) -> list[Any]:
+    return [m.value() for m in messages]
