@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["ProducerReport", "RegistryError", "live_reports", "parse_report"]
+from .._tail import CompactedTopicReader
+
+__all__ = ["ProducerRegistry", "ProducerReport", "RegistryError", "live_reports", "parse_report"]
 
 
 class RegistryError(ValueError):
@@ -55,3 +57,15 @@ def parse_report(key: bytes | None, value: bytes | None) -> ProducerReport | Non
 def live_reports(reports: Iterable[ProducerReport], topic: str, now_ms: int) -> Mapping[str, ProducerReport]:
     """The live producers of ``topic``, by id."""
     return {r.producer_id: r for r in reports if topic in r.topics and r.live(now_ms)}
+
+
+class ProducerRegistry(CompactedTopicReader[ProducerReport]):
+    """A background reader of the producer registry (the operator's view of producers)."""
+
+    def parse(self, key: str, value: bytes) -> ProducerReport:
+        report = parse_report(key.encode(), value)
+        assert report is not None  # tombstones never reach parse
+        return report
+
+    def live(self, topic: str, now_ms: int) -> Mapping[str, ProducerReport]:
+        return live_reports(self.snapshot().values(), topic, now_ms)

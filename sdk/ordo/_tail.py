@@ -1,0 +1,150 @@
+"""A background reader of a compacted topic that keeps the latest valid value per key.
+
+ordo's control topics (the epoch log, the producer registry) hold the whole truth in the last
+record of each key, so a reader needs no state but this map. Records that fail validation are
+counted and logged with their key, and never replace a good value.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+__all__ = ["CompactedTopicReader"]
+
+V = TypeVar("V")
+_log = logging.getLogger(__name__)
+
+_CLIENT_ONLY = ("transactional.", "enable.idempotence", "acks", "linger.ms", "partitioner")
+
+
+def reader_config(kafka_config: Mapping[str, Any], purpose: str) -> dict[str, Any]:
+    """A consumer config from any client config: producer-only options dropped, no group commits."""
+    config = {k: v for k, v in kafka_config.items() if not k.startswith(_CLIENT_ONLY)}
+    config.update(
+        {
+            "group.id": f"ordo-{purpose}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    return config
+
+
+class CompactedTopicReader(Generic[V]):
+    """Tails partition 0 of ``topic`` from the beginning on a daemon thread."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], topic: str) -> None:
+        self.topic = topic
+        self.invalid_records = 0
+        self._values: dict[str, V] = {}
+        self._listeners: list[Callable[[V], None]] = []
+        self._changed = threading.Condition()
+        self._caught_up = False
+        self._consumer = Consumer(reader_config(kafka_config, f"reader-{topic}"))
+        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"ordo-tail-{topic}", daemon=True)
+        self._thread.start()
+
+    # -- to be provided by subclasses ---------------------------------------------------------
+
+    def parse(self, key: str, value: bytes) -> V:
+        """The value of a record; raise ValueError with the reason when it is invalid."""
+        raise NotImplementedError
+
+    def accept(self, key: str, previous: V | None, value: V) -> str | None:
+        """A reason to refuse ``value`` given the ``previous`` one, or None to accept it."""
+        return None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(self, key: str) -> V | None:
+        with self._changed:
+            return self._values.get(key)
+
+    def snapshot(self) -> dict[str, V]:
+        with self._changed:
+            return dict(self._values)
+
+    def subscribe(self, listener: Callable[[V], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the reader thread) with every accepted value; returns an unsubscribe."""
+        with self._changed:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._changed:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        """Wait until everything in the topic when we started has been read."""
+        return self.wait_for(lambda: self._caught_up, timeout)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._consumer.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            message = self._consumer.poll(0.1)
+            if message is None:
+                continue
+            error = message.error()
+            if error is None:
+                self._apply(message.key(), message.value())
+            elif error.code() == KafkaError._PARTITION_EOF:
+                with self._changed:
+                    self._caught_up = True
+                    self._changed.notify_all()
+            elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                _log.warning("%s: %s", self.topic, error)
+
+    def _refuse(self, key: bytes | str | None, reason: str) -> None:
+        self.invalid_records += 1
+        _log.error("%s: ignoring record with key %r: %s", self.topic, key, reason)
+
+    def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        if raw_key is None:
+            self._refuse(raw_key, "no key")
+            return
+        key = raw_key.decode(errors="replace")
+        if raw_value is None:  # a tombstone: the key is gone
+            with self._changed:
+                self._values.pop(key, None)
+                self._changed.notify_all()
+            return
+        try:
+            value = self.parse(key, raw_value)
+        except ValueError as error:
+            self._refuse(raw_key, str(error))
+            return
+        with self._changed:
+            reason = self.accept(key, self._values.get(key), value)
+            if reason is not None:
+                self._refuse(raw_key, reason)
+                return
+            self._values[key] = value
+            listeners = list(self._listeners)
+            self._changed.notify_all()
+        for listener in listeners:
+            listener(value)

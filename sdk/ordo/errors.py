@@ -1,0 +1,43 @@
+"""Exceptions of ordo's SDK. Each message says what went wrong and what to do about it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "NotOwnedError",
+    "OrdoError",
+    "ProduceBlockedError",
+    "ProducerClosedError",
+    "ProducerFencedError",
+    "TransactionScopeError",
+]
+
+
+class OrdoError(Exception):
+    """Base of every error the SDK raises on purpose."""
+
+
+class ConfigError(OrdoError, ValueError):
+    """Missing or invalid configuration (environment, credentials, options)."""
+
+
+class ProducerClosedError(OrdoError):
+    """The producer was closed; create a new one."""
+
+
+class ProduceBlockedError(OrdoError):
+    """produce() waited longer than its timeout: the topic is fenced for an expansion, or the
+    producer lost its liveness. Nothing was sent; retry the same record later."""
+
+
+class ProducerFencedError(OrdoError):
+    """Another producer took over this transactional id: this one must stop writing."""
+
+
+class NotOwnedError(OrdoError):
+    """The source partition is not assigned to this member (any more)."""
+
+
+class TransactionScopeError(OrdoError):
+    """A write outside what the transaction declared (KIP-609): nothing was sent, the
+    transaction is aborted."""

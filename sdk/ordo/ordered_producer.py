@@ -1,0 +1,347 @@
+"""OrderedProducer: a confluent-kafka Producer that partitions by the topic's epoch (KIP-253).
+
+It picks each record's partition from the partition count of the topic's active epoch in the
+epoch log, never from librdkafka's metadata, which changes at an arbitrary moment after
+CreatePartitions. It reports liveness to the producer registry; when the operator fences a topic
+it stops producing to it, flushes, and acknowledges, and resumes when the new epoch is active or
+the fence is aborted. If it cannot report within its session it stops by itself (self-fencing),
+so a producer that the operator considers dead cannot write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+
+from .epochs import EpochHistory, EpochState
+from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
+from .epochs.registry import ProducerReport
+from .errors import ConfigError, ProduceBlockedError, ProducerClosedError
+from .partitioners import PARTITIONERS, make_partitioner
+
+__all__ = ["OrderedProducer"]
+
+_log = logging.getLogger(__name__)
+DeliveryCallback = Callable[[KafkaError | None, Any], None]
+
+
+class _TopicState:
+    """Where one topic stands for this producer: its partition count and whether it is fenced."""
+
+    __slots__ = ("acked_fence", "blocked", "epoch", "fence_epoch", "partitions")
+
+    def __init__(self, partitions: int, epoch: int) -> None:
+        self.partitions = partitions
+        self.epoch = epoch
+        self.blocked = False
+        self.fence_epoch = -1  # the fencing epoch this producer has stopped for
+        self.acked_fence = -1  # the fencing epoch it reported as acknowledged
+
+
+class OrderedProducer:
+    """Produce with ordo's partitioning, so a topic can grow without reordering any key.
+
+    ``config`` is a confluent-kafka Producer config (it may be transactional). ``partitioner`` is
+    ``murmur2`` (Java-compatible, default), ``round_robin`` (KIP-369) or ``explicit``.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        partitioner: str = "murmur2",
+        producer_id: str | None = None,
+        session_timeout: float = 10.0,
+        block_timeout: float = 30.0,
+        epoch_topic: str = DEFAULT_EPOCH_TOPIC,
+        registry_topic: str = DEFAULT_REGISTRY_TOPIC,
+        epoch_log: EpochLog | None = None,
+    ) -> None:
+        if partitioner not in PARTITIONERS:
+            raise ConfigError(f"unknown partitioner {partitioner!r}: choose one of {', '.join(PARTITIONERS)}")
+        if session_timeout < 0.3:
+            raise ConfigError(f"session_timeout must be at least 0.3 s, got {session_timeout}")
+        if "bootstrap.servers" not in config:
+            raise ConfigError("config needs bootstrap.servers")
+        self.producer_id = producer_id or f"ordo-{uuid.uuid4().hex[:12]}"
+        self.partitioner_name = partitioner
+        self.session_timeout = session_timeout
+        self.block_timeout = block_timeout
+        self._partitioner = make_partitioner(partitioner)
+        self._producer = Producer(dict(config))
+        client_config = {
+            k: v for k, v in config.items() if not k.startswith(("transactional.", "enable.idem"))
+        }
+        self._owns_log = epoch_log is None
+        self._log = epoch_log or EpochLog(client_config, epoch_topic)
+        self._registry_topic = registry_topic
+        self._reporter = Producer({**client_config, "linger.ms": 0, "acks": "all"})
+        self._topics: dict[str, _TopicState] = {}
+        self._lock = threading.Condition()
+        # Held while a record is checked and handed to librdkafka, and while a fence blocks a
+        # topic: once a fence is applied no record can slip in with the old partition count.
+        self._gate = threading.Lock()
+        self._closed = False
+        self._last_report = time.monotonic()
+        self._self_fenced = False
+        self._report_now = threading.Event()
+        self._stop = threading.Event()
+        self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
+        self._unsubscribe = self._log.subscribe(self._on_history)
+        if not self._log.wait_caught_up(max(session_timeout, 10.0)):
+            self.close()
+            raise ConfigError(f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}")
+        self._heartbeat = threading.Thread(
+            target=self._heartbeat_loop, name="ordo-producer-heartbeat", daemon=True
+        )
+        self._heartbeat.start()
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        """Send a record. Blocks while the topic is fenced (up to ``block_timeout``, then raises
+        ProduceBlockedError; nothing is sent). ``partition`` is honoured only by ``explicit``."""
+        raw_key = key.encode() if isinstance(key, str) else key
+        kwargs: dict[str, Any] = {"key": raw_key, "timestamp": timestamp}
+        if on_delivery is not None:
+            kwargs["on_delivery"] = on_delivery
+        if headers is not None:
+            kwargs["headers"] = headers
+        while True:
+            with self._gate:
+                state = self._topics.get(topic)
+                if state is not None and not state.blocked and not self._self_fenced and not self._closed:
+                    if self.partitioner_name == "explicit":
+                        kwargs["partition"] = self._partitioner.partition(
+                            raw_key, state.partitions, partition
+                        )
+                    else:
+                        kwargs["partition"] = self._partitioner.partition(raw_key, state.partitions)
+                    try:
+                        self._producer.produce(topic, value, **kwargs)
+                    except BufferError:
+                        self._producer.poll(0.05)  # local queue full: serve callbacks, then retry once
+                        self._producer.produce(topic, value, **kwargs)
+                    return
+            self._wait_writable(topic)
+
+    def partitions_for(self, topic: str) -> int:
+        """The partition count this producer uses for ``topic`` now."""
+        return self._wait_writable(topic).partitions
+
+    def poll(self, timeout: float = 0) -> int:
+        return int(self._producer.poll(timeout))
+
+    def flush(self, timeout: float = 30.0) -> int:
+        return int(self._producer.flush(timeout))
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+    # transactions pass straight through: a fence never waits on an open transaction (DESIGN §3)
+    def init_transactions(self, timeout: float = 30.0) -> None:
+        self._producer.init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit_transaction(self, timeout: float = 30.0) -> None:
+        self._producer.commit_transaction(timeout)
+
+    def abort_transaction(self, timeout: float = 30.0) -> None:
+        self._producer.abort_transaction(timeout)
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float = 30.0) -> None:
+        self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+    @property
+    def raw(self) -> Producer:
+        """The wrapped confluent-kafka Producer (for what this class does not wrap)."""
+        return self._producer
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush, report the producer closed (so fences do not wait for it) and stop."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._lock.notify_all()
+        self._stop.set()
+        self._producer.flush(timeout)
+        if getattr(self, "_heartbeat", None) is not None:
+            self._heartbeat.join(timeout=5)
+            self._send_report(closed=True, timeout=5)
+        self._unsubscribe()
+        if self._owns_log:
+            self._log.close()
+
+    def __enter__(self) -> OrderedProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- topic state -------------------------------------------------------------------------
+
+    def _wait_writable(self, topic: str) -> _TopicState:
+        started = time.monotonic()
+        deadline = started + self.block_timeout
+        with self._lock:
+            if topic not in self._topics:
+                self._register_topic(topic)
+            while True:
+                if self._closed:
+                    raise ProducerClosedError("the producer is closed; create a new one")
+                state = self._topics[topic]
+                if not state.blocked and not self._self_fenced:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    why = (
+                        "has lost its liveness session"
+                        if self._self_fenced
+                        else f"is fenced for epoch {state.fence_epoch} of {topic!r}"
+                    )
+                    raise ProduceBlockedError(
+                        f"producer {self.producer_id} {why} for over {self.block_timeout:g}s; "
+                        "nothing was sent"
+                    )
+                self._lock.wait(min(left, 0.5))
+        held = time.monotonic() - started
+        if held > 0.001:
+            self.stalls.append((topic, held))
+        return state
+
+    def _register_topic(self, topic: str) -> None:
+        """First produce to a topic: report it before producing, so fences wait for us.
+
+        Called with ``_lock`` held; the topic stays blocked until the report is written."""
+        history = self._log.history(topic)
+        if history is None:
+            # all topics, not this one: asking for one topic by name would auto-create it
+            metadata = self._producer.list_topics(timeout=10).topics.get(topic)
+            if metadata is None or metadata.error is not None or not metadata.partitions:
+                raise ConfigError(f"topic {topic!r} does not exist or has no partitions")
+            history = EpochHistory.initial(topic, len(metadata.partitions))
+        state = _TopicState(history.active.partitions, history.active.epoch)
+        state.blocked = True
+        self._topics[topic] = state
+        self._lock.release()
+        try:
+            reported = self._send_report(timeout=self.session_timeout)
+        finally:
+            self._lock.acquire()
+        if not reported:
+            del self._topics[topic]
+            raise ProduceBlockedError(
+                f"cannot report to the producer registry {self._registry_topic!r}; nothing was sent"
+            )
+        current = self._log.history(topic) or history
+        self._apply(state, current)
+        self._lock.notify_all()
+
+    def _on_history(self, history: EpochHistory) -> None:
+        with self._lock:
+            state = self._topics.get(history.topic)
+            if state is None:
+                return
+            fence = self._apply(state, history)
+            self._lock.notify_all()
+        if fence:
+            self._report_now.set()
+
+    def _apply(self, state: _TopicState, history: EpochHistory) -> bool:
+        """Update a topic's state from its history; True when a new fence must be acknowledged."""
+        current = history.current
+        with self._gate:
+            if current.state == EpochState.FENCING:
+                state.blocked = True
+                state.fence_epoch = current.epoch
+                return state.acked_fence < current.epoch
+            state.blocked = False
+            state.partitions = history.active.partitions
+            state.epoch = history.active.epoch
+            return False
+
+    # -- registry ----------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.session_timeout / 3
+        margin = self.session_timeout * 0.2
+        while not self._stop.is_set():
+            fenced = self._pending_fences()
+            if fenced:
+                self._producer.flush(self.session_timeout)  # everything before the fence is written
+            ok = self._send_report(timeout=interval, acked=fenced)
+            now = time.monotonic()
+            with self._lock:
+                if ok:
+                    self._last_report = now
+                    for topic, epoch in fenced.items():
+                        self._topics[topic].acked_fence = max(self._topics[topic].acked_fence, epoch)
+                    if self._self_fenced:
+                        _log.warning("producer %s: reporting again, resuming", self.producer_id)
+                    self._self_fenced = False
+                    self._lock.notify_all()
+                elif now - self._last_report > self.session_timeout - margin and not self._self_fenced:
+                    _log.error("producer %s: cannot report liveness; stopping to produce", self.producer_id)
+                    self._self_fenced = True
+            self._report_now.wait(interval)
+            self._report_now.clear()
+
+    def _pending_fences(self) -> dict[str, int]:
+        """Fences applied (so no record can follow) but not yet acknowledged."""
+        with self._lock, self._gate:
+            return {
+                t: s.fence_epoch
+                for t, s in self._topics.items()
+                if s.blocked and s.acked_fence < s.fence_epoch
+            }
+
+    def _report(self, acked: Mapping[str, int], closed: bool) -> ProducerReport:
+        with self._lock:
+            topics = dict(self._topics)
+            fenced = {t: s.acked_fence for t, s in topics.items() if s.acked_fence >= 0}
+        fenced.update(acked)
+        return ProducerReport(
+            producer_id=self.producer_id,
+            topics=tuple(sorted(topics)),
+            partitioner=self.partitioner_name,
+            epochs={t: s.epoch for t, s in topics.items()},
+            fenced=fenced,
+            session_timeout_ms=int(self.session_timeout * 1000),
+            reported_at_ms=int(time.time() * 1000),
+            closed=closed,
+        )
+
+    def _send_report(
+        self, timeout: float, acked: Mapping[str, int] | None = None, closed: bool = False
+    ) -> bool:
+        result: list[KafkaError | None] = []
+        value = self._report(acked or {}, closed).model_dump_json().encode()
+        try:
+            self._reporter.produce(
+                self._registry_topic,
+                key=self.producer_id.encode(),
+                value=value,
+                on_delivery=lambda error, _msg: result.append(error),
+            )
+        except BufferError:
+            return False
+        self._reporter.flush(timeout)
+        return bool(result) and result[0] is None

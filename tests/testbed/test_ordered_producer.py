@@ -1,0 +1,170 @@
+"""OrderedProducer against the testbed broker: partitions by epoch, fences, resumes, self-fences."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewPartitions
+
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.epochs.registry import ProducerRegistry
+from ordo.errors import ConfigError, ProduceBlockedError, ProducerClosedError
+from ordo.ordered_producer import OrderedProducer
+from ordo.partitioners import murmur2_partition
+from ordo.testbed.kafka import Fault
+from ordo.testbed.kafka.fixtures import KafkaHandle
+
+pytestmark = pytest.mark.testbed
+
+
+@dataclass
+class Setup:
+    kafka: KafkaHandle
+    topic: str
+    epochs: str
+    registry_topic: str
+    writer: EpochLogWriter
+    registry: ProducerRegistry
+
+    def producer(self, **kw: object) -> OrderedProducer:
+        options: dict[str, object] = {"session_timeout": 3.0, "block_timeout": 10.0}
+        options.update(kw)
+        return OrderedProducer(
+            self.kafka.config(linger_ms=1),
+            epoch_topic=self.epochs,
+            registry_topic=self.registry_topic,
+            **options,  # type: ignore[arg-type]
+        )
+
+    def grow_broker(self, count: int) -> None:
+        self.kafka.admin.create_partitions([NewPartitions(self.topic, count)])[self.topic].result(10)
+
+
+@pytest.fixture
+def setup(kafka: KafkaHandle) -> Iterator[Setup]:
+    epochs, registry_topic = kafka.topic("epochs"), kafka.topic("producers")
+    ensure_log_topics(kafka.admin, epochs, registry_topic)
+    writer = EpochLogWriter(kafka.config(), epochs)
+    registry = ProducerRegistry(kafka.config(), registry_topic)
+    yield Setup(kafka, kafka.create_topic(3), epochs, registry_topic, writer, registry)
+    registry.close()
+    writer.close()
+
+
+def _partitions_written(kafka: KafkaHandle, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer(kafka.config(group_id="probe"))
+    try:
+        ends = {}
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[p] = high - low
+        return ends
+    finally:
+        consumer.close()
+
+
+def test_partitions_come_from_the_epoch_not_from_metadata(setup: Setup) -> None:
+    setup.writer.write(EpochHistory.initial(setup.topic, 3))
+    with setup.producer() as producer:
+        setup.grow_broker(6)  # grown outside ordo: the epoch still says 3
+        keys = [f"k{i}".encode() for i in range(200)]
+        for key in keys:
+            producer.produce(setup.topic, b"v", key=key)
+        assert producer.flush(10) == 0
+        assert producer.partitions_for(setup.topic) == 3
+    written = _partitions_written(setup.kafka, setup.topic, 6)
+    assert written[3] == written[4] == written[5] == 0
+    expected = [sum(murmur2_partition(k, 3) == p for k in keys) for p in range(3)]
+    assert [written[p] for p in range(3)] == expected
+
+
+def test_a_fence_blocks_produce_until_the_epoch_is_published(setup: Setup) -> None:
+    history = EpochHistory.initial(setup.topic, 3)
+    setup.writer.write(history)
+    with setup.producer(producer_id="fence-me") as producer:
+        producer.produce(setup.topic, b"before", key=b"k")
+        fenced = history.begin_fence(6)
+        setup.writer.write(fenced)
+        assert setup.registry.wait_for(
+            lambda: (r := setup.registry.get("fence-me")) is not None and r.fenced.get(setup.topic) == 1, 10
+        ), "the producer acknowledges the fence in the registry"
+        done = threading.Event()
+        blocked_thread = threading.Thread(
+            target=lambda: (producer.produce(setup.topic, b"after", key=b"k"), done.set())
+        )
+        blocked_thread.start()
+        assert not done.wait(0.5), "produce() must block while the topic is fenced"
+        setup.grow_broker(6)
+        setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))
+        assert done.wait(10)
+        blocked_thread.join()
+        assert producer.partitions_for(setup.topic) == 6
+        assert producer.stalls and producer.stalls[-1][0] == setup.topic
+
+
+def test_blocked_longer_than_the_timeout_raises_and_sends_nothing(setup: Setup) -> None:
+    history = EpochHistory.initial(setup.topic, 3)
+    setup.writer.write(history.begin_fence(4))
+    with setup.producer(block_timeout=0.5) as producer:
+        with pytest.raises(ProduceBlockedError, match="fenced for epoch 1"):
+            producer.produce(setup.topic, b"x", key=b"k")
+        assert producer.flush(5) == 0
+    assert sum(_partitions_written(setup.kafka, setup.topic, 3).values()) == 0
+
+
+def test_an_aborted_fence_resumes_at_the_old_count(setup: Setup) -> None:
+    history = EpochHistory.initial(setup.topic, 3).begin_fence(6)
+    setup.writer.write(history)
+    with setup.producer() as producer:
+        setup.writer.write(history.abort())
+        producer.produce(setup.topic, b"x", key=b"k")
+        assert producer.partitions_for(setup.topic) == 3
+
+
+def test_close_reports_the_producer_gone(setup: Setup) -> None:
+    producer = setup.producer(producer_id="leaving")
+    producer.produce(setup.topic, b"x", key=b"k")
+    assert setup.registry.wait_for(lambda: setup.registry.get("leaving") is not None, 10)
+    producer.close()
+    assert setup.registry.wait_for(lambda: setup.registry.get("leaving").closed, 10)  # type: ignore[union-attr]
+    assert setup.registry.live(setup.topic, int(time.time() * 1000)) == {}
+    with pytest.raises(ProducerClosedError):
+        producer.produce(setup.topic, b"x")
+
+
+def test_a_producer_that_cannot_report_stops_producing(setup: Setup) -> None:
+    setup.kafka.require_faults()
+    with setup.producer(session_timeout=1.0, block_timeout=0.3) as producer:
+        producer.produce(setup.topic, b"x", key=b"k")
+        fault = setup.kafka.faults.add(
+            Fault("Produce", topic=setup.registry_topic, error="not_leader_or_follower")
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    producer.produce(setup.topic, b"x", key=b"k")
+                except ProduceBlockedError as error:
+                    assert "lost its liveness" in str(error)
+                    break
+                assert time.monotonic() < deadline, "the producer never self-fenced"
+                time.sleep(0.05)  # pacing the probe loop, not synchronisation
+        finally:
+            setup.kafka.faults.remove(fault.id)
+        producer.block_timeout = 10
+        producer.produce(setup.topic, b"again", key=b"k")  # reporting works again: it resumes
+
+
+def test_bad_configuration_is_refused(setup: Setup) -> None:
+    with pytest.raises(ConfigError, match="unknown partitioner 'sticky'"):
+        setup.producer(partitioner="sticky")
+    with pytest.raises(ConfigError, match="bootstrap.servers"):
+        OrderedProducer({})
+    with setup.producer() as producer, pytest.raises(ConfigError, match="does not exist"):
+        producer.produce("no-such-topic-" + setup.topic, b"x")
