@@ -1,0 +1,141 @@
+"""Fault injection through the proxy, observed with the real confluent-kafka clients."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from ordo.testbed.kafka import Fault, KafkaTestbed, RemoteFaults
+from ordo.testbed.kafka.client import UpstreamClient
+from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import consume, values, wait_for
+
+pytestmark = pytest.mark.testbed
+
+
+def _deliver(producer: Producer, topic: str, value: bytes, partition: int) -> KafkaError | None:
+    outcome: list[KafkaError | None] = []
+
+    def report(error: KafkaError | None, message: Message) -> None:
+        outcome.append(error)
+
+    producer.produce(topic, value, partition=partition, on_delivery=report)
+    producer.flush(20)
+    assert outcome, "no delivery report"
+    return outcome[0]
+
+
+def test_error_fault_is_retried_for_its_count_then_clears(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(2)
+    fault = kafka.faults.add(
+        Fault(api="Produce", topic=topic, partition=1, error=ErrorCode.not_leader_or_follower, count=3)
+    )
+    producer = Producer(kafka.config(enable_idempotence=True, retry_backoff_ms=20, linger_ms=0))
+    assert _deliver(producer, topic, b"x", 1) is None  # retriable: librdkafka retried past the fault
+    assert fault.hits == 3 and fault not in kafka.faults.snapshot()
+    consumer = Consumer(kafka.config(group_id=kafka.topic("g"), enable_partition_eof=True))
+    consumer.assign([TopicPartition(topic, 1, 0)])
+    try:
+        assert values(consume(consumer, until_eof=1)) == [b"x"]  # rejected attempts wrote nothing
+    finally:
+        consumer.close()
+
+
+def test_error_fault_hits_only_its_partition(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(2)
+    kafka.faults.add(Fault(api="Produce", topic=topic, partition=0, error="INVALID_RECORD"))
+    producer = Producer(kafka.config(linger_ms=0))
+    error = _deliver(producer, topic, b"denied", 0)
+    assert error is not None and error.code() == KafkaError.INVALID_RECORD
+    assert _deliver(producer, topic, b"fine", 1) is None
+
+
+def test_delay_fault_delays_the_response(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    producer = Producer(kafka.config(linger_ms=0))
+    assert _deliver(producer, topic, b"warm", 0) is None
+    kafka.faults.add(Fault(api="Produce", topic=topic, delay=1.0, count=1))
+    began = time.monotonic()
+    assert _deliver(producer, topic, b"slow", 0) is None
+    assert time.monotonic() - began >= 1.0
+    began = time.monotonic()
+    assert _deliver(producer, topic, b"fast", 0) is None
+    assert time.monotonic() - began < 1.0
+
+
+def test_duration_fault_holds_fetches_back_until_it_expires(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    producer = Producer(kafka.config())
+    assert _deliver(producer, topic, b"x", 0) is None
+    fault = kafka.faults.add(
+        Fault(api="Fetch", topic=topic, error=ErrorCode.not_leader_or_follower, duration=1.5)
+    )
+    began = time.monotonic()
+    consumer = Consumer(kafka.config(group_id=kafka.topic("g"), retry_backoff_ms=50))
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        assert values(consume(consumer, 1)) == [b"x"]
+        assert time.monotonic() - began >= 1.5
+        assert fault.hits >= 1
+    finally:
+        consumer.close()
+
+
+def test_drop_fault_closes_the_connection_and_clients_recover(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    producer = Producer(kafka.config())
+    assert _deliver(producer, topic, b"x", 0) is None
+    fault = kafka.faults.add(Fault(api="Fetch", drop=True, count=2))
+    consumer = Consumer(kafka.config(group_id=kafka.topic("g"), reconnect_backoff_ms=20))
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        assert values(consume(consumer, 1)) == [b"x"]
+        assert fault.hits == 2
+    finally:
+        consumer.close()
+
+    async def metadata_on_dropped_connection() -> None:
+        host, port = kafka.bootstrap.split(":")
+        client = UpstreamClient(host, int(port))
+        try:
+            request = MetadataRequest(
+                topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+            )
+            await client.request(request, timeout=5)
+        finally:
+            await client.close()
+
+    kafka.faults.add(Fault(api="Metadata", drop=True, count=1))
+    with pytest.raises(ConnectionError):
+        asyncio.run(metadata_on_dropped_connection())
+
+
+def test_top_level_error_fault(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    kafka.faults.add(Fault(api="InitProducerId", error=ErrorCode.coordinator_load_in_progress, count=2))
+    producer = Producer(kafka.config(transactional_id=kafka.topic("tx")))
+    producer.init_transactions(20)  # retriable: the client retries through both injected errors
+    producer.begin_transaction()
+    producer.produce(topic, b"x")
+    producer.commit_transaction(20)
+    assert kafka.faults.snapshot() == []
+
+
+def test_faults_are_controllable_over_http(kafka: KafkaHandle) -> None:
+    kafka.require_faults()
+    with KafkaTestbed(control_port=0) as bed:
+        assert bed.control_url is not None
+        remote = RemoteFaults(bed.control_url)
+        remote.add(Fault(api="Produce", error="INVALID_RECORD"))
+        assert [f.api for f in remote.snapshot()] == ["Produce"]
+        producer = Producer({"bootstrap.servers": bed.bootstrap, "linger.ms": 0})
+        error = _deliver(producer, "remote", b"x", 0)
+        assert error is not None and error.code() == KafkaError.INVALID_RECORD
+        remote.clear()
+        assert remote.snapshot() == []
+        wait_for(lambda: _deliver(producer, "remote", b"y", 0) is None, what="produce after clear")

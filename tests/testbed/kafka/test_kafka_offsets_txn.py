@@ -1,0 +1,146 @@
+"""True end offsets and read_committed isolation through the real confluent-kafka clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from ordo.testbed.kafka import KafkaTestbed
+from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import consume, values
+
+pytestmark = pytest.mark.testbed
+
+
+def _produce_batches(producer: Producer, topic: str, sizes: list[int], partition: int = 0) -> int:
+    sent = 0
+    for size in sizes:
+        for _ in range(size):
+            producer.produce(topic, b"v%d" % sent, partition=partition)
+            sent += 1
+        assert producer.flush(10) == 0  # one flush per batch: several record batches in the log
+    return sent
+
+
+def _ends(bootstrap: str, topic: str, partition: int = 0, isolation: str = "read_uncommitted") -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation})
+    try:
+        high: int = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        return high
+    finally:
+        consumer.close()
+
+
+def test_latest_offsets_and_high_watermarks_are_the_true_end(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(2)
+    producer = Producer(kafka.config(linger_ms=50))
+    total = _produce_batches(producer, topic, [7, 1, 25, 3, 10])
+    assert _ends(kafka.bootstrap, topic) == total
+    assert _ends(kafka.bootstrap, topic, isolation="read_committed") == total
+    assert _ends(kafka.bootstrap, topic, partition=1) == 0
+    consumer = Consumer(kafka.config(group_id=kafka.topic("g"), enable_partition_eof=True))
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = consume(consumer, until_eof=1)
+        assert [m.offset() for m in got] == list(range(total))
+        # The cached watermark comes from the Fetch responses' high watermark.
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), cached=True)[1] == total
+        assert consumer.position([TopicPartition(topic, 0)])[0].offset == total
+    finally:
+        consumer.close()
+
+
+def test_state_survives_a_proxy_restart(tmp_path: Path) -> None:
+    with KafkaTestbed(state_dir=tmp_path) as bed:
+        admin = AdminClient({"bootstrap.servers": bed.bootstrap})
+        admin.create_topics([NewTopic("kept", 3)])["kept"].result(10)
+        admin.create_partitions([NewPartitions("kept", 5)])["kept"].result(10)
+        total = _produce_batches(Producer({"bootstrap.servers": bed.bootstrap}), "kept", [4, 6, 2])
+        bed.restart_proxy()
+        admin = AdminClient({"bootstrap.servers": bed.bootstrap})
+        assert len(admin.list_topics("kept", timeout=10).topics["kept"].partitions) == 5
+        assert _ends(bed.bootstrap, "kept") == total
+        assert (tmp_path / "kafka-proxy-state.json").exists()
+
+
+def _transactional(kafka: KafkaHandle) -> Producer:
+    producer = Producer(kafka.config(transactional_id=kafka.topic("tx"), linger_ms=5))
+    producer.init_transactions(20)
+    return producer
+
+
+def _reader(kafka: KafkaHandle, topic: str, isolation: str) -> Consumer:
+    consumer = Consumer(
+        kafka.config(group_id=kafka.topic("g"), isolation_level=isolation, enable_partition_eof=True)
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    return consumer
+
+
+def test_read_committed_never_sees_aborted_records(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    producer = _transactional(kafka)
+    plain = Producer(kafka.config())
+    expected_committed = []
+    for round_ in range(3):
+        for outcome in ("commit", "abort"):
+            producer.begin_transaction()
+            batch = [b"%s-%d-%d" % (outcome.encode(), round_, i) for i in range(4)]
+            for value in batch:
+                producer.produce(topic, value, partition=0)
+            producer.flush(10)
+            if outcome == "commit":
+                producer.commit_transaction(20)
+                expected_committed += batch
+            else:
+                producer.abort_transaction(20)
+        plain.produce(topic, b"plain-%d" % round_, partition=0)  # non-transactional in between
+        plain.flush(10)
+        expected_committed.append(b"plain-%d" % round_)
+    committed = _reader(kafka, topic, "read_committed")
+    uncommitted = _reader(kafka, topic, "read_uncommitted")
+    try:
+        seen_committed = values(consume(committed, until_eof=1))
+        seen_all = values(consume(uncommitted, until_eof=1))
+        assert seen_committed == expected_committed
+        assert not [v for v in seen_committed if v.startswith(b"abort")]
+        assert len([v for v in seen_all if v.startswith(b"abort")]) == 12
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def test_open_transaction_holds_read_committed_back(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    plain = Producer(kafka.config())
+    plain.produce(topic, b"before", partition=0)
+    plain.flush(10)
+    producer = _transactional(kafka)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, b"open-%d" % i, partition=0)
+    producer.flush(10)
+    plain.produce(topic, b"after", partition=0)  # behind the open transaction: held back too
+    plain.flush(10)
+    committed = _reader(kafka, topic, "read_committed")
+    uncommitted = _reader(kafka, topic, "read_uncommitted")
+    try:
+        assert values(consume(uncommitted, until_eof=1)) == [
+            b"before",
+            b"open-0",
+            b"open-1",
+            b"open-2",
+            b"after",
+        ]
+        assert values(consume(committed, until_eof=1)) == [b"before"]  # EOF at the LSO
+        assert _ends(kafka.bootstrap, topic, isolation="read_committed") == 1
+        assert _ends(kafka.bootstrap, topic) == 5
+        producer.commit_transaction(20)
+        assert values(consume(committed, 4)) == [b"open-0", b"open-1", b"open-2", b"after"]
+        assert _ends(kafka.bootstrap, topic, isolation="read_committed") == 6  # + commit marker
+    finally:
+        committed.close()
+        uncommitted.close()
