@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from ordo.testbed.kafka import KafkaTestbed
+from ordo.testbed.kafka.broker import probe
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kafka.testing import consume, wait_for
 
@@ -129,3 +133,14 @@ def test_auto_created_topics_follow_kafka_defaults(kafka: KafkaHandle) -> None:
 def test_metadata_points_clients_at_the_proxy(kafka: KafkaHandle) -> None:
     brokers = kafka.admin.list_topics(timeout=10).brokers
     assert {f"{b.host}:{b.port}" for b in brokers.values()} == {kafka.bootstrap}
+
+
+def test_whole_testbed_starts_in_under_5_seconds(kafka: KafkaHandle) -> None:
+    kafka.require_faults()  # only meaningful for the embedded testbed
+    began = time.monotonic()
+    with KafkaTestbed() as bed:
+        host, port = bed.bootstrap.split(":")
+        assert probe(host, int(port))
+        elapsed = time.monotonic() - began
+    print(f"kafka testbed start-up: {elapsed:.3f}s (Tansu + proxy, ready by probe)")
+    assert elapsed < 5.0

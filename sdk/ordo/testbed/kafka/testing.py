@@ -30,7 +30,7 @@ def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | No
     """Messages until ``count`` arrived or ``until_eof`` partitions reported EOF (needs
     enable.partition.eof)."""
     messages: list[Message] = []
-    eofs: set[tuple[str, int]] = set()
+    eofs: set[tuple[str | None, int | None]] = set()
     deadline = time.monotonic() + timeout
     while True:
         if count is not None and len(messages) >= count:

@@ -1,0 +1,79 @@
+"""Produce/consume throughput through the testbed proxy vs directly to Tansu; prints the ratios.
+
+.venv/bin/python benchmarks/kafka_proxy_bench.py [--records 200000] [--size 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ordo.testbed.kafka import KafkaTestbed
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000})
+    payload = b"x" * size
+    began = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % 4)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(60)
+    return records / (time.perf_counter() - began)
+
+
+def consume(bootstrap: str, topic: str, records: int) -> float:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
+    began = time.perf_counter()
+    seen, eofs = 0, 0
+    while eofs < 4 or seen < records:
+        for message in consumer.consume(10_000, 1.0):
+            error = message.error()
+            if error is None:
+                seen += 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                eofs += 1
+    rate = seen / (time.perf_counter() - began)
+    consumer.close()
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    args = parser.parse_args()
+    with KafkaTestbed() as bed:
+        print(f"testbed start-up: {bed.startup_seconds:.3f}s")
+        results = {}
+        for label, bootstrap in (("direct", bed.broker.bootstrap), ("proxy", bed.bootstrap)):
+            topic = f"bench-{label}"
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic(topic, 4)])[topic].result(10)
+            results[label] = (
+                produce(bootstrap, topic, args.records, args.size),
+                consume(bootstrap, topic, args.records),
+            )
+            rates = results[label]
+            print(f"{label:6s} produce {rates[0]:>10,.0f} rec/s   consume {rates[1]:>10,.0f} rec/s")
+        (dp, dc), (pp, pc) = results["direct"], results["proxy"]
+        print(f"ratio proxy/direct: produce {pp / dp:.2f}   consume {pc / dc:.2f}")
+
+
+if __name__ == "__main__":
+    main()
