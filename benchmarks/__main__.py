@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ._result import Result
 
-MODULES = ["benchmarks.partitioner_bench"]
+MODULES = ["benchmarks.partitioner_bench", "benchmarks.ordered_producer_bench"]
 
 
 def main(selected: list[str]) -> int:

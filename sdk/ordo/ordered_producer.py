@@ -23,7 +23,7 @@ from .epochs import EpochHistory, EpochState
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
 from .errors import ConfigError, ProduceBlockedError, ProducerClosedError
-from .partitioners import PARTITIONERS, make_partitioner
+from .partitioners import PARTITIONERS, Murmur2Partitioner, make_partitioner
 
 __all__ = ["OrderedProducer"]
 
@@ -34,7 +34,7 @@ DeliveryCallback = Callable[[KafkaError | None, Any], None]
 class _TopicState:
     """Where one topic stands for this producer: its partition count and whether it is fenced."""
 
-    __slots__ = ("acked_fence", "blocked", "epoch", "fence_epoch", "partitions")
+    __slots__ = ("acked_fence", "blocked", "epoch", "fence_epoch", "partitions", "writable")
 
     def __init__(self, partitions: int, epoch: int) -> None:
         self.partitions = partitions
@@ -42,6 +42,7 @@ class _TopicState:
         self.blocked = False
         self.fence_epoch = -1  # the fencing epoch this producer has stopped for
         self.acked_fence = -1  # the fencing epoch it reported as acknowledged
+        self.writable = False  # not blocked, producer not self-fenced nor closed (kept under the gate)
 
 
 class OrderedProducer:
@@ -74,6 +75,8 @@ class OrderedProducer:
         self.session_timeout = session_timeout
         self.block_timeout = block_timeout
         self._partitioner = make_partitioner(partitioner)
+        # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
+        self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
         self._producer = Producer(dict(config))
         client_config = {
             k: v for k, v in config.items() if not k.startswith(("transactional.", "enable.idem"))
@@ -116,29 +119,42 @@ class OrderedProducer:
     ) -> None:
         """Send a record. Blocks while the topic is fenced (up to ``block_timeout``, then raises
         ProduceBlockedError; nothing is sent). ``partition`` is honoured only by ``explicit``."""
-        raw_key = key.encode() if isinstance(key, str) else key
-        kwargs: dict[str, Any] = {"key": raw_key, "timestamp": timestamp}
-        if on_delivery is not None:
-            kwargs["on_delivery"] = on_delivery
-        if headers is not None:
-            kwargs["headers"] = headers
+        if key.__class__ is str:
+            key = key.encode()
+        raw = self._producer
+        gate = self._gate
         while True:
-            with self._gate:
-                state = self._topics.get(topic)
-                if state is not None and not state.blocked and not self._self_fenced and not self._closed:
-                    if self.partitioner_name == "explicit":
-                        kwargs["partition"] = self._partitioner.partition(
-                            raw_key, state.partitions, partition
-                        )
-                    else:
-                        kwargs["partition"] = self._partitioner.partition(raw_key, state.partitions)
+            gate.acquire()  # explicit acquire/release: measurably cheaper than `with` on this path
+            state = self._topics.get(topic)
+            if state is None or not state.writable:
+                gate.release()
+                self._wait_writable(topic)
+                continue
+            try:
+                hashes = self._hashes
+                if hashes is not None and key is not None:
+                    # the hot path, inlined: a cached murmur2 hash modulo the epoch's count
+                    h = hashes.get(key)  # type: ignore[arg-type]
+                    chosen = h % state.partitions if h is not None else self._hash_partition(key, state)  # type: ignore[arg-type]
+                else:
+                    chosen = self._partitioner.partition(key, state.partitions, partition)  # type: ignore[arg-type]
+                if on_delivery is None and headers is None and not timestamp:
                     try:
-                        self._producer.produce(topic, value, **kwargs)
+                        raw.produce(topic, value, key, chosen)
+                        return
                     except BufferError:
-                        self._producer.poll(0.05)  # local queue full: serve callbacks, then retry once
-                        self._producer.produce(topic, value, **kwargs)
-                    return
-            self._wait_writable(topic)
+                        raw.poll(0.05)  # local queue full: serve delivery callbacks, then retry below
+                raw.produce(
+                    topic, value, key, chosen, on_delivery=on_delivery, timestamp=timestamp, headers=headers
+                )
+                return
+            finally:
+                gate.release()
+
+    def _hash_partition(self, key: bytes, state: _TopicState) -> int:
+        partitioner = self._partitioner
+        assert isinstance(partitioner, Murmur2Partitioner)
+        return partitioner.partition(key, state.partitions)
 
     def partitions_for(self, topic: str) -> int:
         """The partition count this producer uses for ``topic`` now."""
@@ -179,7 +195,9 @@ class OrderedProducer:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
+            with self._gate:
+                self._closed = True
+                self._refresh_writable()
             self._lock.notify_all()
         self._stop.set()
         self._producer.flush(timeout)
@@ -272,11 +290,19 @@ class OrderedProducer:
             if current.state == EpochState.FENCING:
                 state.blocked = True
                 state.fence_epoch = current.epoch
+                self._refresh_writable()
                 return state.acked_fence < current.epoch
             state.blocked = False
             state.partitions = history.active.partitions
             state.epoch = history.active.epoch
+            self._refresh_writable()
             return False
+
+    def _refresh_writable(self) -> None:
+        """Recompute every topic's fast-path flag; call with ``_gate`` held."""
+        stopped = self._self_fenced or self._closed
+        for state in self._topics.values():
+            state.writable = not state.blocked and not stopped
 
     # -- registry ----------------------------------------------------------------------------
 
@@ -296,11 +322,15 @@ class OrderedProducer:
                         self._topics[topic].acked_fence = max(self._topics[topic].acked_fence, epoch)
                     if self._self_fenced:
                         _log.warning("producer %s: reporting again, resuming", self.producer_id)
-                    self._self_fenced = False
+                    with self._gate:
+                        self._self_fenced = False
+                        self._refresh_writable()
                     self._lock.notify_all()
                 elif now - self._last_report > self.session_timeout - margin and not self._self_fenced:
                     _log.error("producer %s: cannot report liveness; stopping to produce", self.producer_id)
-                    self._self_fenced = True
+                    with self._gate:
+                        self._self_fenced = True
+                        self._refresh_writable()
             self._report_now.wait(interval)
             self._report_now.clear()
 

@@ -87,7 +87,8 @@ class Murmur2Partitioner:
     """
 
     def __init__(self, cache_size: int = 65_536) -> None:
-        self._cache: dict[bytes, int] = {}
+        self.cache: dict[bytes, int] = {}
+        """key → non-negative murmur2 hash (readable by hot paths that inline the lookup)."""
         self._cache_size = cache_size
         self._keyless = RoundRobinPartitioner()
 
@@ -97,12 +98,12 @@ class Murmur2Partitioner:
             return ExplicitPartitioner.validate(explicit, partitions)
         if key is None:
             return self._keyless.partition(None, partitions)
-        h = self._cache.get(key)
+        h = self.cache.get(key)
         if h is None:
             h = to_positive(murmur2(key))
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()  # cheap reset; a hot key set refills it at once
-            self._cache[key] = h
+            if len(self.cache) >= self._cache_size:
+                self.cache.clear()  # cheap reset; a hot key set refills it at once
+            self.cache[key] = h
         return h % partitions
 
 
