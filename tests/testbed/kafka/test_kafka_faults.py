@@ -8,7 +8,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
 
 from ordo.testbed.kafka import Fault, KafkaTestbed, RemoteFaults
 from ordo.testbed.kafka.client import UpstreamClient
@@ -90,7 +91,7 @@ def test_drop_fault_closes_the_connection_and_clients_recover(kafka: KafkaHandle
     topic = kafka.create_topic(1)
     producer = Producer(kafka.config())
     assert _deliver(producer, topic, b"x", 0) is None
-    fault = kafka.faults.add(Fault(api="Fetch", drop=True, count=2))
+    fault = kafka.faults.add(Fault(api="Fetch", topic=topic, drop=True, count=2))
     consumer = Consumer(kafka.config(group_id=kafka.topic("g"), reconnect_backoff_ms=20))
     consumer.assign([TopicPartition(topic, 0, 0)])
     try:
@@ -104,13 +105,16 @@ def test_drop_fault_closes_the_connection_and_clients_recover(kafka: KafkaHandle
         client = UpstreamClient(host, int(port))
         try:
             request = MetadataRequest(
-                topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
             )
             await client.request(request, timeout=5)
         finally:
             await client.close()
 
-    kafka.faults.add(Fault(api="Metadata", drop=True, count=1))
+    # Scoped to the topic: other clients alive in this process refresh metadata too.
+    kafka.faults.add(Fault(api="Metadata", topic=topic, drop=True, count=1))
     with pytest.raises(ConnectionError):
         asyncio.run(metadata_on_dropped_connection())
 

@@ -144,3 +144,29 @@ def test_whole_testbed_starts_in_under_5_seconds(kafka: KafkaHandle) -> None:
         elapsed = time.monotonic() - began
     print(f"kafka testbed start-up: {elapsed:.3f}s (Tansu + proxy, ready by probe)")
     assert elapsed < 5.0
+
+
+def test_subscribed_consumer_is_reassigned_after_growth(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(3)
+    consumer = Consumer(
+        kafka.config(
+            group_id=kafka.topic("g"),
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            topic_metadata_refresh_interval_ms=300,
+        )
+    )
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.1) is None and len(consumer.assignment()) == 3, what="3 assigned")
+        kafka.admin.create_partitions([NewPartitions(topic, 8)])[topic].result(10)
+        producer = Producer(kafka.config())
+        wait_for(lambda: _partitions(producer, topic) == 8, what="producer metadata with 8 partitions")
+        producer.produce(topic, b"on-7", partition=7)
+        assert producer.flush(10) == 0
+        got = consume(consumer, 1)  # only possible once the rebalance assigned partition 7
+        assert (got[0].partition(), got[0].value()) == (7, b"on-7")
+        assert len(consumer.assignment()) == 8
+    finally:
+        consumer.close()

@@ -49,6 +49,7 @@ class ProxyCore:
         self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
         self.advertised: tuple[str, int] = ("127.0.0.1", 0)
         self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
+        self.assignments: dict[str, dict[str, bytes]] = {}  # group -> member -> latest assignment
         self._create_lock = asyncio.Lock()
 
     async def close(self) -> None:

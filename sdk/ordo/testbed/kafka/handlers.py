@@ -419,7 +419,7 @@ def _kio_versions(api_key: int) -> tuple[int, int]:
 
 # APIs the proxy decodes, with the highest version it accepts (Fetch/Produce stay on versions
 # that name topics instead of topic ids).
-_CAPS = {0: 11, 1: 12, 2: 9, 3: 12, 10: 6, 19: 7, 20: 6, 37: 3, 60: 2}
+_CAPS = {0: 11, 1: 12, 2: 9, 3: 12, 10: 6, 14: 5, 19: 7, 20: 6, 37: 3, 60: 2}
 _HIDDEN = {75}  # DescribeTopicPartitions: not offered, clients fall back to Metadata
 
 
@@ -453,7 +453,26 @@ async def api_versions(core: ProxyCore, request: Request, forced: Forced) -> Act
     return Forward(request.body, on_response)
 
 
+async def sync_group(core: ProxyCore, request: Request, forced: Forced) -> Action:
+    """Tansu keeps generation 0 and answers SyncGroup with the first assignment it stored for a
+    member; hand out the one the leader's latest SyncGroup carried, as Kafka does."""
+    payload = request.payload
+    if payload.assignments:
+        core.assignments[payload.group_id] = {a.member_id: a.assignment for a in payload.assignments}
+
+    async def on_response(raw: bytes) -> bytes:
+        latest = core.assignments.get(payload.group_id, {}).get(payload.member_id)
+        response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
+        if latest is None or response.error_code != ErrorCode.none or response.assignment == latest:
+            return raw
+        response = dataclasses.replace(response, assignment=latest)
+        return wire.encode_response(response, request.prefix.correlation_id)
+
+    return Forward(request.body, on_response)
+
+
 HANDLERS: dict[int, Handler] = {
+    14: sync_group,
     0: produce,
     1: fetch,
     2: list_offsets,
