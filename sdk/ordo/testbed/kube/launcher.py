@@ -112,13 +112,19 @@ class KubeEmulator:
 
     @property
     def kubeconfig_path(self) -> Path:
+        """A kubeconfig for this emulator (insecure http, bearer token), in the state dir if any."""
         if self._kubeconfig is None:
             base = self.state_dir or self._tempdir()
             self._kubeconfig = base / "kubeconfig"
-        if not self._kubeconfig.exists():
-            self._kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-            self._kubeconfig.write_text(yaml.safe_dump(kubeconfig(self.url, self.token)))
+            self._write_kubeconfig()
         return self._kubeconfig
+
+    def _write_kubeconfig(self) -> None:
+        path = self.kubeconfig_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(kubeconfig(self.url, self.token)))
+        tmp.replace(path)  # readers never see a half-written file
 
     def _tempdir(self) -> Path:
         if self._tmp is None:
@@ -145,7 +151,7 @@ class KubeEmulator:
         )
         await runner.setup()
         await web.SockSite(runner, self._sock).start()
-        self.kubeconfig_path  # noqa: B018 - write it before announcing readiness
+        self._write_kubeconfig()  # (re)written at every start: the port may have changed
         if ready is not None:
             ready()
         try:
