@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import discovery
+from . import discovery, tables
 from .cluster import Cluster
 from .errors import ApiError, bad_request, no_such_path
 from .faults import Faults
@@ -175,13 +175,19 @@ class Server:
         q = request.query
         if verb == "watch":
             return await self._watch(request, t)
+        as_table = "as=Table" in request.headers.get("Accept", "")
         if verb == "list":
-            return self._list(
-                t, q.get("labelSelector"), q.get("fieldSelector"), q.get("limit"), q.get("continue")
-            )
+            labels, fields = q.get("labelSelector"), q.get("fieldSelector")
+            if as_table:
+                items = c.list(rt, t.ns, matcher(labels, fields, self._fields(rt)))
+                return _json(tables.table(rt, v, items, str(c.store.rv)))
+            return self._list(t, labels, fields, q.get("limit"), q.get("continue"))
         if verb == "get":
             assert t.name is not None
-            return _json(c.view(rt, v, c.get(rt, ns, t.name)))
+            obj = c.get(rt, ns, t.name)
+            if as_table:
+                return _json(tables.table(rt, v, [obj], obj["metadata"]["resourceVersion"]))
+            return _json(c.view(rt, v, obj))
         if verb == "create":
             if rt.namespaced and t.ns is None:
                 raise no_such_path()
