@@ -8,6 +8,7 @@ process, kept consistent the way a kubelet and the node controller would keep th
 - sigkill: the process dies at once; the Pod turns not Ready (phase Failed) and, unless
   ``delete=False``, is removed as the node controller eventually would.
 - a process that exits by itself leaves its Pod Succeeded/Failed and not Ready (restartPolicy Never).
+- a Pod deleted through the API by anyone: its process gets SIGTERM (SIGKILL if removed at once).
 - pause/resume: SIGSTOP/SIGCONT; the Pod stays Ready, as a kubelet does not notice a stopped process.
 
 Processes run in their own session; :meth:`PodSet.close` kills each one's process group by the
@@ -17,6 +18,7 @@ PID it started (never by name).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -66,6 +68,7 @@ class Pod:
         self._terminating = False
         self._delete_on_exit = False
         self._exited = threading.Event()
+        self._lock = threading.Lock()
         self._monitor: threading.Thread | None = None
 
     # --- process state ------------------------------------------------------------------------
@@ -101,8 +104,15 @@ class Pod:
     def sigterm(self, grace: int | None = None) -> None:
         """Graceful termination, as ``kubectl delete pod`` causes it."""
         grace = self.grace if grace is None else grace
-        self._terminating = True
         self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=grace)
+        self._terminate(grace)
+
+    def _terminate(self, grace: int) -> None:
+        """The kubelet's part of a graceful deletion (once, whoever asked for it)."""
+        with self._lock:
+            if self._terminating:
+                return
+            self._terminating = True
         try:
             self._patch_status({"conditions": _conditions(False)})
         except Exception as e:  # grace 0: already gone
@@ -239,6 +249,8 @@ class PodSet:
         self.core: Any = kubernetes.client.CoreV1Api(self.api)
         self.pods: list[Pod] = []
         self.closing = False
+        self._stream: Any = None
+        self._kubelet: threading.Thread | None = None
 
     def start(
         self,
@@ -250,20 +262,67 @@ class PodSet:
         env: Mapping[str, str] | None = None,
         grace: int = 30,
     ) -> Pod:
+        if self._kubelet is None:
+            since = self.core.list_namespaced_pod(self.namespace, limit=1).metadata.resource_version
+            self._kubelet = threading.Thread(
+                target=self._watch_pods, args=(since,), name="kubelet", daemon=True
+            )
+            self._kubelet.start()
         pod = Pod(self, name, argv, self.log_dir, grace)
         self.pods.append(pod)
         pod._start(labels or {}, annotations or {}, env or {})
         return pod
 
+    def _watch_pods(self, since: str) -> None:
+        """Like a kubelet: a Pod deleted through the API gets its process terminated (gracefully,
+        or killed when the Pod is removed at once)."""
+        selector = f"spec.nodeName={self.node_name}"
+        while not self.closing:
+            try:
+                self._stream = self.core.list_namespaced_pod(
+                    self.namespace, watch=True, field_selector=selector, resource_version=since,
+                    allow_watch_bookmarks=True, timeout_seconds=300, _preload_content=False,
+                )  # fmt: skip
+                for line in self._stream:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        since = self.core.list_namespaced_pod(
+                            self.namespace, limit=1
+                        ).metadata.resource_version
+                        break
+                    since = obj["metadata"]["resourceVersion"]
+                    self._on_pod_event(event["type"], obj)
+            except Exception as e:
+                if not self.closing:
+                    log.debug("kubelet watch interrupted: %s", e)
+
+    def _on_pod_event(self, type_: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata", {})
+        pod = next((p for p in self.pods if p.name == meta.get("name")), None)
+        if pod is None or pod.returncode is not None or type_ == "BOOKMARK":
+            return
+        if type_ == "DELETED":
+            pod._signal(signal.SIGKILL)  # removed at once (grace 0): the container is killed
+        elif meta.get("deletionTimestamp"):
+            pod._terminate(int(meta.get("deletionGracePeriodSeconds") or 0))
+
     def close(self) -> None:
         """Kill every process this set started (by PID/process group) and delete their Pods."""
         self.closing = True
+        if self._stream is not None:
+            with contextlib.suppress(Exception):
+                self._stream.shutdown()  # unblocks the kubelet thread's read
         for pod in self.pods:
             pod._kill_group()
         for pod in self.pods:
             pod._exited.wait(5)
             with contextlib.suppress(Exception):
                 self.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)
+        if self._kubelet is not None:
+            self._kubelet.join(5)
         self.api.close()
 
     def __enter__(self) -> PodSet:

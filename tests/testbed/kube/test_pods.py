@@ -69,6 +69,22 @@ def test_sigterm_marks_terminating_then_removes_the_pod(pods: PodSet, tmp_path: 
     wait_for(lambda: gone(pod), what="pod removed")
 
 
+def test_deleting_the_pod_through_the_api_terminates_the_process(
+    kube: Any, pods: PodSet, tmp_path: Path
+) -> None:
+    pod = serving(pods, tmp_path)
+    kube.core.delete_namespaced_pod(pod.name, kube.namespace)  # as an operator or kubectl would
+    wait_for(lambda: "got SIGTERM" in pod.stdout(), what="SIGTERM from the kubelet")
+    assert ready(pod) == "False"
+    (tmp_path / "member-0.release").touch()
+    assert pod.wait(10) == 0
+    wait_for(lambda: gone(pod), what="pod removed")
+
+    forced = serving(pods, tmp_path, "forced")
+    kube.core.delete_namespaced_pod(forced.name, kube.namespace, grace_period_seconds=0)
+    assert forced.wait(10) == -9
+
+
 def test_sigkill_leaves_a_failed_pod_or_deletes_it(pods: PodSet, tmp_path: Path) -> None:
     kept = serving(pods, tmp_path, "kept")
     kept.sigkill(delete=False)
