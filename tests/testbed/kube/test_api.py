@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from .conftest import widget
-from .helpers import request
+from .helpers import Collector, request
 
 pytestmark = pytest.mark.usefixtures("test_crds")
 G, V, W = "testbed.ordo.dev", "v1", "widgets"
@@ -193,6 +193,18 @@ def test_leases(kube: Any) -> None:
     assert coord.read_namespaced_lease("m-0", ns).metadata.annotations["ordo.dev/acked"] == "7"
     assert [x.metadata.name for x in coord.list_namespaced_lease(ns).items] == ["m-0"]
     coord.delete_namespaced_lease("m-0", ns)
+
+
+def test_lease_watch(kube: Any) -> None:
+    coord, ns = kubernetes.client.CoordinationV1Api(kube.api), kube.namespace
+    watch = Collector(coord.list_namespaced_lease, ns, timeout_seconds=5)
+    try:
+        coord.create_namespaced_lease(ns, {"metadata": {"name": "m-1"}, "spec": {"holderIdentity": "m-1"}})
+        coord.patch_namespaced_lease("m-1", ns, {"spec": {"leaseTransitions": 1}})
+        coord.delete_namespaced_lease("m-1", ns)
+        watch.wait(("ADDED", "m-1"), ("MODIFIED", "m-1"), ("DELETED", "m-1"))
+    finally:
+        watch.stop()
 
 
 def test_namespace_from_url_and_mismatch(kube: Any) -> None:

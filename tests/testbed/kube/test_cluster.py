@@ -124,6 +124,17 @@ def test_owner_references_are_garbage_collected(cluster: Cluster) -> None:
     assert code(lambda: cluster.get(cm, "default", "dep")) == 404
 
 
+def test_dependent_with_a_remaining_owner_is_kept(cluster: Cluster) -> None:
+    w, cm = rt(cluster, "widgets"), rt(cluster, "configmaps", group="")
+    owners = [cluster.create(w, "v1", "default", widget(n)) for n in ("o1", "o2")]
+    refs = [{"kind": "Widget", "name": o["metadata"]["name"], "uid": o["metadata"]["uid"]} for o in owners]
+    cluster.create(cm, "v1", "default", {"metadata": {"name": "dep", "ownerReferences": refs}})
+    cluster.delete(w, "default", "o1")
+    assert cluster.get(cm, "default", "dep")["metadata"]["ownerReferences"] == refs[1:]
+    cluster.delete(w, "default", "o2")
+    assert code(lambda: cluster.get(cm, "default", "dep")) == 404
+
+
 def test_namespace_deletion_takes_its_content(cluster: Cluster) -> None:
     ns, w = rt(cluster, "namespaces", group=""), rt(cluster, "widgets")
     cluster.create(ns, "v1", "", {"metadata": {"name": "tmp"}})

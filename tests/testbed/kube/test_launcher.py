@@ -61,6 +61,18 @@ def test_requests_without_the_token_are_401(kube: Any, kube_emulator: KubeEmulat
         urllib.request.urlopen(f"{kube_emulator.url}/api/v1/namespaces", timeout=5)
     assert e.value.code == 401
     assert request(kube.kubeconfig_path, "GET", "/api/v1/namespaces")[0] == 200
+    with urllib.request.urlopen(
+        f"{kube_emulator.url}/healthz", timeout=5
+    ) as rsp:  # public, as on real servers
+        assert rsp.read() == b"ok"
+
+
+def test_state_access_from_tests(kube: Any, kube_emulator: KubeEmulator) -> None:
+    kube.core.create_namespaced_config_map(kube.namespace, {"metadata": {"name": "cm"}})
+    names = kube_emulator.call(
+        lambda c: [o["metadata"]["name"] for o in c.store.items("configmaps", kube.namespace)]
+    )
+    assert names == ["cm"]
 
 
 def test_state_survives_restart(tmp_path: Path) -> None:

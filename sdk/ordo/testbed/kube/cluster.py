@@ -416,7 +416,7 @@ class Cluster:
         if rt.key == CRD_KEY:
             self._drop_kind(gone)
         uid, ns = meta["uid"], meta.get("namespace")
-        self.later(0, lambda: self._collect(uid, ns))
+        self.later(0, lambda: self._collect(uid))
         if ns:
             self._finish_namespace(ns)
         return gone
@@ -427,21 +427,18 @@ class Cluster:
             self.store.write(rt.key, "DELETED", obj, obj)
         self.registry.remove(rt.key)
 
-    def _collect(self, owner_uid: str, owner_ns: str | None) -> None:
+    def _collect(self, owner_uid: str) -> None:
         """Garbage-collect dependents whose every owner is gone (background propagation)."""
-        for rt in self.registry:
-            if not rt.namespaced and owner_ns:
-                continue  # cluster-scoped objects cannot be owned by namespaced ones
-            for obj in self.store.items(rt.key, owner_ns if rt.namespaced and owner_ns else None):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == owner_uid for r in refs):
-                    continue
-                rest = [r for r in refs if r.get("uid") != owner_uid]
-                if rest:
-                    meta = {**obj["metadata"], "ownerReferences": rest}
-                    self.store.write(rt.key, "MODIFIED", {**obj, "metadata": meta}, obj)
-                else:
-                    self.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        for key, ns, name in self.store.dependents(owner_uid):
+            obj, rt = self.store.get(key, ns, name), self.registry.by_key(key)
+            if obj is None or rt is None:
+                continue
+            rest = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
+            if rest:
+                meta = {**obj["metadata"], "ownerReferences": rest}
+                self.store.write(key, "MODIFIED", {**obj, "metadata": meta}, obj)
+            else:
+                self.delete(rt, ns, name)
 
     # --- namespaces ---------------------------------------------------------------------------
 

@@ -74,9 +74,19 @@ class Server:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            if self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
-                raise ApiError(401, "Unauthorized")
             parts = [p for p in request.path.split("/") if p]
+            public = parts in (
+                ["healthz"],
+                ["readyz"],
+                ["livez"],
+                ["version"],
+            )  # as system:public-info-viewer
+            if (
+                self.token is not None
+                and not public
+                and request.headers.get("Authorization") != f"Bearer {self.token}"
+            ):
+                raise ApiError(401, "Unauthorized")
             if parts and parts[0] == "_testbed":
                 return await self._testbed(request, parts[1:])
             if request.method == "GET":

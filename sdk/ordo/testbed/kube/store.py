@@ -84,6 +84,8 @@ class Store:
         self._history_limit = history
         self._compacted = 0  # highest rv no longer in the history
         self._subs: dict[str, set[Subscription]] = {}
+        # owner uid -> (key, namespace, name) of dependents, for garbage collection without scans
+        self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self.on_change: Callable[[], None] | None = None  # persistence hook
 
     # --- reads --------------------------------------------------------------------------------
@@ -107,6 +109,25 @@ class Store:
     def keys(self) -> list[str]:
         return list(self._objects)
 
+    def dependents(self, owner_uid: str) -> list[tuple[str, str, str]]:
+        """(key, namespace, name) of objects with an ownerReference to ``owner_uid``."""
+        return sorted(self._dependents.get(owner_uid, ()))
+
+    def _index_owners(self, key: str, old: JSON | None, new: JSON | None) -> None:
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            meta = obj["metadata"]
+            ref = (key, meta.get("namespace", ""), meta["name"])
+            for owner in meta.get("ownerReferences") or ():
+                uid = owner.get("uid")
+                if add:
+                    self._dependents.setdefault(uid, set()).add(ref)
+                elif uid in self._dependents:
+                    self._dependents[uid].discard(ref)
+                    if not self._dependents[uid]:
+                        del self._dependents[uid]
+
     # --- writes -------------------------------------------------------------------------------
 
     def write(self, key: str, type_: str, obj: JSON, old: JSON | None = None) -> JSON:
@@ -116,13 +137,16 @@ class Store:
         obj = {**obj, "metadata": meta}  # shallow copy: the caller's dict (maybe a stored one) stays intact
         spaces = self._objects.setdefault(key, {})
         ns = meta.get("namespace", "")
+        previous = spaces.get(ns, {}).get(meta["name"])
         if type_ == "DELETED":
             objs = spaces.get(ns, {})
             objs.pop(meta["name"], None)
             if not objs:
                 spaces.pop(ns, None)
+            self._index_owners(key, previous, None)
         else:
             spaces.setdefault(ns, {})[meta["name"]] = obj
+            self._index_owners(key, previous, obj)
         ch = Change(self.rv, type_, key, obj, old)
         self._history.append(ch)
         if len(self._history) > 2 * self._history_limit:  # trim in batches: amortised O(1)
@@ -167,3 +191,4 @@ class Store:
             for obj in objs:
                 meta = obj["metadata"]
                 spaces.setdefault(meta.get("namespace", ""), {})[meta["name"]] = obj
+                self._index_owners(key, None, obj)
