@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .epochs import EpochHistory, EpochState
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
@@ -150,6 +150,19 @@ class OrderedProducer:
                 return
             finally:
                 gate.release()
+
+    def _await_partition(self, topic: str, partition: int) -> None:
+        """Refresh metadata until librdkafka knows ``partition`` (created just before the epoch)."""
+        deadline = time.monotonic() + self.block_timeout
+        while time.monotonic() < deadline:
+            metadata = self._producer.list_topics(topic, timeout=5).topics.get(topic)
+            if metadata is not None and partition in metadata.partitions:
+                return
+            time.sleep(0.05)  # pacing metadata requests while the broker catches up
+        raise ProduceBlockedError(
+            f"partition {partition} of {topic!r} is in the epoch log but not in the broker's metadata "
+            f"after {self.block_timeout:g}s; nothing was sent"
+        )
 
     def _hash_partition(self, key: bytes, state: _TopicState) -> int:
         partitioner = self._partitioner

@@ -1,0 +1,264 @@
+"""GatedConsumer: a confluent-kafka Consumer that never hands out a key's records out of order
+across a partition expansion (KIP-253, DESIGN.md §3 "The gate").
+
+A record of a new epoch is delivered only once every partition its key could have been in before
+is consumed by the group up to where that epoch began (its threshold). Until then its partition
+is paused and rewound to that record, while other partitions flow; the consumer polls the group's
+committed offsets of the partitions it waits for, with backoff, and resumes when the gate opens.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+
+from .epochs import EpochHistory, Gate, GateKeeper
+from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
+from .errors import ConfigError
+
+__all__ = ["GatedConsumer"]
+
+_log = logging.getLogger(__name__)
+TP = tuple[str, int]
+
+
+@dataclass
+class _Held:
+    """A paused partition waiting for its gate."""
+
+    gate: Gate
+    since: float
+    next_check: float
+    backoff: float
+
+
+class GatedConsumer:
+    """Consume ``topics`` with the ordering gate. Offsets of records handed out are stored when
+    the next ``poll``/``consume`` is called (the record counts as processed then) and committed by
+    librdkafka's auto-commit, or by ``commit()``. ``assignment`` assigns partitions by hand instead
+    of subscribing (the group's committed offsets still open gates)."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        topics: Iterable[str],
+        *,
+        epoch_topic: str = DEFAULT_EPOCH_TOPIC,
+        epoch_log: EpochLog | None = None,
+        min_backoff: float = 0.02,
+        max_backoff: float = 0.25,
+        on_assign: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+        on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+        assignment: Iterable[TopicPartition] | None = None,
+    ) -> None:
+        if "group.id" not in config:
+            raise ConfigError("GatedConsumer needs a group.id: gates read the group's committed offsets")
+        self.topics = list(topics)
+        if not self.topics:
+            raise ConfigError("GatedConsumer needs at least one topic")
+        self._min_backoff, self._max_backoff = min_backoff, max_backoff
+        self._consumer = Consumer({**config, "enable.auto.offset.store": False})
+        client = {k: v for k, v in config.items() if k not in ("group.id", "group.instance.id")}
+        self._owns_log = epoch_log is None
+        self._log = epoch_log or EpochLog(client, epoch_topic)
+        self._keepers: dict[str, GateKeeper | None] = {}
+        self._open_until: dict[TP, float] = {}
+        self._held: dict[TP, _Held] = {}
+        self._processed: dict[TP, int] = {}  # next offset to process, per partition we own
+        self._pending_store: list[Message] = []
+        self._user_assign, self._user_revoke = on_assign, on_revoke
+        self.gate_waits: list[float] = []  # seconds each closed gate held its partition
+        self._unsubscribe = self._log.subscribe(self._on_history)
+        self._log.wait_caught_up(10.0)
+        if assignment is not None:  # manual assignment: no group membership; commits still count
+            self._consumer.assign(list(assignment))
+        else:
+            self._consumer.subscribe(
+                self.topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+            )
+
+    # -- consuming ---------------------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0) -> Message | None:
+        """The next admissible record (or an error event), or None after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            batch = self.consume(1, max(0.0, deadline - time.monotonic()))
+            if batch or time.monotonic() >= deadline:
+                return batch[0] if batch else None
+
+    def consume(self, num_messages: int = 1, timeout: float = 1.0) -> list[Message]:
+        """Up to ``num_messages`` admissible records."""
+        self._store_processed()
+        self._check_held()
+        wait = min(timeout, self._next_check_in()) if self._held else timeout
+        admitted: list[Message] = []
+        for message in self._consumer.consume(num_messages, wait):
+            if message.error() is not None:
+                admitted.append(message)
+                continue
+            tp, offset = _position(message)
+            if tp in self._held:
+                continue  # rewound: it will be fetched again when the gate opens
+            if offset < self._open_until.get(tp, -1) or self._admit(tp, offset):
+                admitted.append(message)
+        self._pending_store = [m for m in admitted if m.error() is None]
+        return admitted
+
+    def commit(self, asynchronous: bool = False) -> None:
+        """Commit everything handed out so far, including the last batch."""
+        self._store_processed()
+        try:
+            if asynchronous:
+                self._consumer.commit(asynchronous=True)
+            else:
+                self._consumer.commit(asynchronous=False)
+        except Exception as error:  # nothing stored yet is not a failure
+            if "NO_OFFSET" not in str(error):
+                raise
+
+    def closed_gates(self) -> dict[TP, Gate]:
+        """Partitions held back now, with what each is waiting for."""
+        return {tp: held.gate for tp, held in self._held.items()}
+
+    @property
+    def raw(self) -> Consumer:
+        return self._consumer
+
+    def close(self) -> None:
+        self._store_processed()
+        self._consumer.close()
+        self._unsubscribe()
+        if self._owns_log:
+            self._log.close()
+
+    def __enter__(self) -> GatedConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the gate ----------------------------------------------------------------------------
+
+    def _keeper(self, topic: str) -> GateKeeper | None:
+        if topic not in self._keepers:
+            history = self._log.history(topic)
+            self._keepers[topic] = GateKeeper(history) if history is not None else None
+        return self._keepers[topic]
+
+    def _admit(self, tp: TP, offset: int) -> bool:
+        keeper = self._keeper(tp[0])
+        if keeper is None:  # ordo never expanded this topic: nothing to gate
+            self._open_until[tp] = math.inf
+            return True
+        gate = keeper.gate(tp[1], offset, self._progress(tp[0], keeper, tp[1], offset, refresh=False))
+        if not gate.open:
+            gate = keeper.gate(tp[1], offset, self._progress(tp[0], keeper, tp[1], offset, refresh=True))
+        if gate.open:
+            self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
+            return True
+        now = time.monotonic()
+        self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff)
+        self._consumer.pause([TopicPartition(*tp)])
+        self._consumer.seek(TopicPartition(tp[0], tp[1], offset))
+        return False
+
+    def _progress(
+        self, topic: str, keeper: GateKeeper, partition: int, offset: int, refresh: bool
+    ) -> dict[int, int]:
+        """Per partition of ``topic``, how far the group has processed it: our own position for
+        partitions we own, the group's committed offset (or the log start, if data is gone) for
+        the others."""
+        gate = keeper.gate(partition, offset, {})
+        needed = [p for p in gate.waiting_for if (topic, p) not in self._processed]
+        progress = {p: self._processed[(topic, p)] for p in gate.waiting_for if (topic, p) in self._processed}
+        if needed and refresh:
+            committed = self._consumer.committed([TopicPartition(topic, p) for p in needed], timeout=5)
+            for tp in committed:
+                position = tp.offset if tp.offset != OFFSET_INVALID and tp.offset >= 0 else 0
+                low, _ = self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+                progress[tp.partition] = max(position, low)
+        return progress
+
+    def _check_held(self) -> None:
+        now = time.monotonic()
+        for tp, held in list(self._held.items()):
+            if now < held.next_check:
+                continue
+            keeper = self._keeper(tp[0])
+            offset = held.gate.offset
+            if keeper is None:
+                gate_open = True
+            else:
+                gate = keeper.gate(tp[1], offset, self._progress(tp[0], keeper, tp[1], offset, refresh=True))
+                gate_open = gate.open
+                held.gate = gate
+            if gate_open:
+                del self._held[tp]
+                self.gate_waits.append(now - held.since)
+                if keeper is not None:
+                    self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
+                self._consumer.resume([TopicPartition(*tp)])
+            else:
+                held.backoff = min(held.backoff * 2, self._max_backoff)
+                held.next_check = now + held.backoff
+
+    def _next_check_in(self) -> float:
+        return max(0.0, min(h.next_check for h in self._held.values()) - time.monotonic())
+
+    def _store_processed(self) -> None:
+        if not self._pending_store:
+            return
+        offsets = []
+        for message in self._pending_store:
+            (topic, partition), offset = _position(message)
+            self._processed[(topic, partition)] = offset + 1
+            offsets.append(TopicPartition(topic, partition, offset + 1))
+        self._consumer.store_offsets(offsets=offsets)
+        self._pending_store = []
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _on_history(self, history: EpochHistory) -> None:
+        # called on the epoch log's thread: only drop caches (dict ops are atomic under the GIL)
+        self._keepers.pop(history.topic, None)
+        for tp in [tp for tp in self._open_until if tp[0] == history.topic]:
+            self._open_until.pop(tp, None)
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._user_assign is not None:
+            self._user_assign(consumer, partitions)
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._store_processed()
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            self._held.pop(key, None)
+            self._open_until.pop(key, None)
+            self._processed.pop(key, None)
+        if self._user_revoke is not None:
+            self._user_revoke(consumer, partitions)
+
+
+def _epoch_end(history: EpochHistory, partition: int, offset: int) -> float:
+    """The offset in ``partition`` where the epoch of the record at ``offset`` ends (its next
+    threshold), or infinity when that epoch is the latest for this partition."""
+    for entry in history.active_epochs:
+        if entry.from_partitions is not None and partition < entry.from_partitions:
+            threshold = entry.thresholds[partition]
+            if threshold > offset:
+                return threshold
+    return math.inf
+
+
+def _position(message: Message) -> tuple[TP, int]:
+    """(topic, partition), offset of a data message (never None for those)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    assert topic is not None and partition is not None and offset is not None
+    return (topic, partition), offset

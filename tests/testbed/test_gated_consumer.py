@@ -1,0 +1,128 @@
+"""GatedConsumer against the testbed broker: moved keys wait for the old partitions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
+
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.gated_consumer import GatedConsumer
+from ordo.testbed.kafka.fixtures import KafkaHandle
+
+pytestmark = pytest.mark.testbed
+OLD_RECORDS = 3000
+
+
+@pytest.fixture
+def expanded(kafka: KafkaHandle) -> Iterator[tuple[str, str]]:
+    """A topic grown 2 -> 4: partition 0 holds OLD_RECORDS records of epoch 0, partition 2 (new,
+    gated on 0) holds 10 records of epoch 1. Yields (topic, epoch log topic)."""
+    epochs = kafka.topic("epochs")
+    ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
+    topic = kafka.create_topic(2)
+    writer = EpochLogWriter(kafka.config(), epochs)
+    producer = Producer(kafka.config(linger_ms=5))
+    for i in range(OLD_RECORDS):
+        producer.produce(topic, f"old-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    history = EpochHistory.initial(topic, 2).begin_fence(4)
+    writer.write(history)
+    kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+    writer.write(history.publish({0: OLD_RECORDS, 1: 0}))
+    producer = Producer(kafka.config(linger_ms=5))  # a new client sees the 4 partitions at once
+    for i in range(10):
+        producer.produce(topic, f"new-{i}".encode(), partition=2)
+    assert producer.flush(30) == 0
+    writer.close()
+    yield topic, epochs
+
+
+def _drain(consumer: GatedConsumer | Consumer, total: int, timeout: float = 60) -> list[Message]:
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < total and time.monotonic() < deadline:
+        for message in consumer.consume(500, 0.2):
+            if message.error() is None:
+                out.append(message)
+    return out
+
+
+def _order_respected(messages: list[Message]) -> bool:
+    """No epoch-1 record of partition 2 before the last epoch-0 record of partition 0."""
+    last_old = max(i for i, m in enumerate(messages) if m.partition() == 0)
+    first_new = min(i for i, m in enumerate(messages) if m.partition() == 2)
+    return first_new > last_old
+
+
+def _config(kafka: KafkaHandle) -> dict[str, object]:
+    return kafka.config(group_id=kafka.topic("g"), auto_offset_reset="earliest", session_timeout_ms=6000)
+
+
+def test_new_partition_waits_for_its_prior_partition(kafka: KafkaHandle, expanded: tuple[str, str]) -> None:
+    topic, epochs = expanded
+    # The new partition is assigned first, so its records are fetched before partition 0's.
+    with GatedConsumer(
+        _config(kafka), [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 2, 0)]
+    ) as c:
+        assert _drain(c, 1, timeout=1) == []
+        assert c.closed_gates()[(topic, 2)].waiting_for == {0: OLD_RECORDS}
+        c.raw.incremental_assign([TopicPartition(topic, 0, 0)])
+        messages = _drain(c, OLD_RECORDS + 10)
+        assert len(messages) == OLD_RECORDS + 10
+        assert _order_respected(messages)
+        assert len(c.gate_waits) == 1 and c.closed_gates() == {}
+
+
+def test_control_a_plain_consumer_reads_the_new_partition_early(
+    kafka: KafkaHandle, expanded: tuple[str, str]
+) -> None:
+    topic, _ = expanded
+    consumer = Consumer(_config(kafka))
+    consumer.assign([TopicPartition(topic, 2, 0)])
+    try:
+        first = _drain(consumer, 1, timeout=10)
+        consumer.incremental_assign([TopicPartition(topic, 0, 0)])
+        messages = first + _drain(consumer, OLD_RECORDS + 10 - len(first))
+    finally:
+        consumer.close()
+    assert len(messages) == OLD_RECORDS + 10
+    assert not _order_respected(messages), "without the gate, partition 2 is read before partition 0 ends"
+
+
+def test_gate_opens_when_another_member_commits_the_prior_partition(
+    kafka: KafkaHandle, expanded: tuple[str, str]
+) -> None:
+    topic, epochs = expanded
+    group = kafka.topic("g")
+    config = kafka.config(
+        group_id=group,
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        auto_commit_interval_ms=100,
+    )
+    # One member assigned only partition 2 (manual assignment keeps the scenario exact): its gate
+    # can open only through the group's committed offset of partition 0.
+    waiting = GatedConsumer(config, [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 2, 0)])
+    try:
+        assert _drain(waiting, 1, timeout=2) == []
+        assert (topic, 2) in waiting.closed_gates()
+        assert waiting.closed_gates()[(topic, 2)].waiting_for == {0: OLD_RECORDS}
+
+        other = Consumer(config)
+        other.assign([TopicPartition(topic, 0, 0)])
+        assert len(_drain(other, OLD_RECORDS)) == OLD_RECORDS
+        other.commit(asynchronous=False)
+        committed_at = time.monotonic()
+        other.close()
+
+        opened = _drain(waiting, 10, timeout=20)
+        latency = time.monotonic() - committed_at
+        assert [m.value() for m in opened] == [f"new-{i}".encode() for i in range(10)]
+        assert latency < 5, f"gate opened {latency:.2f}s after the commit"
+    finally:
+        waiting.close()
