@@ -181,6 +181,32 @@ def test_builtin_kinds(kube: Any) -> None:
     assert events_v1.create_namespaced_event(ns, new_event).metadata.name == "e2"
 
 
+def test_core_and_events_api_share_events(kube: Any) -> None:
+    core, events_v1, ns = kube.core, kubernetes.client.EventsV1Api(kube.api), kube.namespace
+    ref = {"kind": "Pod", "name": "p", "namespace": ns}
+    # (eventTime is set: events.k8s.io shows a core Event without one as eventTime null, as real servers
+    # do, and the Python client's EventsV1Event model rejects that)
+    when = "2026-11-22T00:00:00.000000Z"
+    old = {"metadata": {"name": "old"}, "involvedObject": ref, "message": "from core", "reason": "R",
+           "source": {"component": "kopf"}, "count": 2, "eventTime": when}  # fmt: skip
+    core.create_namespaced_event(ns, old)
+    new = {"metadata": {"name": "new"}, "regarding": ref, "note": "from events.k8s.io", "reason": "R",
+           "action": "A", "type": "Normal", "eventTime": "2026-11-22T00:00:00.000000Z",
+           "reportingController": "ordo", "reportingInstance": "op-0"}  # fmt: skip
+    events_v1.create_namespaced_event(ns, new)
+    seen_core = {e.metadata.name: e for e in core.list_namespaced_event(ns).items}
+    assert seen_core["new"].message == "from events.k8s.io" and seen_core["new"].involved_object.name == "p"
+    assert seen_core["new"].reporting_component == "ordo"
+    seen_v1 = {
+        e.metadata.name: e
+        for e in events_v1.list_namespaced_event(ns, field_selector="regarding.name=p").items
+    }
+    assert seen_v1["old"].note == "from core" and seen_v1["old"].deprecated_count == 2
+    assert seen_v1["old"].deprecated_source.component == "kopf"
+    events_v1.patch_namespaced_event("old", ns, {"note": "patched"})
+    assert core.read_namespaced_event("old", ns).message == "patched"
+
+
 def test_leases(kube: Any) -> None:
     coord, ns = kubernetes.client.CoordinationV1Api(kube.api), kube.namespace
     lease = {"metadata": {"name": "m-0", "annotations": {"ordo.dev/acked": "0"}},

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from . import events
 from . import patch as patching
 from .errors import (
     ApiError,
@@ -36,7 +37,7 @@ from .store import Store
 
 JSON = dict[str, Any]
 
-CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
+CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"  # both its id and its storage key
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -96,11 +97,21 @@ class Cluster:
     def view(rt: ResourceType, version: str, obj: JSON) -> JSON:
         """The object as a client of ``version`` sees it (same data: no conversion webhooks)."""
         api_version = rt.api_version(version)
+        if rt.stored_as:
+            return events.to_v1(obj, api_version)
         return obj if obj.get("apiVersion") == api_version else {**obj, "apiVersion": api_version}
+
+    def _storage(self, rt: ResourceType, version: str, body: Any) -> tuple[ResourceType, str, Any]:
+        """The kind (and version, body) a write is stored as."""
+        owner = self.registry.by_key(rt.key) if rt.stored_as else None
+        if owner is None:
+            return rt, version, body
+        return owner, owner.versions[0], events.to_core(body) if isinstance(body, dict) else body
 
     # --- create -------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, version: str, ns: str, body: Any, dry_run: bool = False) -> JSON:
+        rt, version, body = self._storage(rt, version, body)
         obj = self._check_body(rt, version, body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -248,6 +259,7 @@ class Cluster:
         self, rt: ResourceType, version: str, ns: str, name: str, body: Any, subresource: str | None = None
     ) -> JSON:
         old = self.get(rt, ns, name)
+        rt, version, body = self._storage(rt, version, body)
         new = self._check_body(rt, version, body)
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
@@ -302,6 +314,7 @@ class Cluster:
             raise bad_request(str(e)) if e.malformed else unprocessable(str(e)) from e
         if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
             raise bad_request("the patched object must be a JSON object with metadata")
+        rt, version, new = self._storage(rt, version, new)
         rv = new["metadata"].get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, rt.group, name)
@@ -425,7 +438,7 @@ class Cluster:
         rt = from_crd(crd)
         for obj in self.store.items(rt.key):
             self.store.write(rt.key, "DELETED", obj, obj)
-        self.registry.remove(rt.key)
+        self.registry.remove(rt.id)
 
     def _collect(self, owner_uid: str) -> None:
         """Garbage-collect dependents whose every owner is gone (background propagation)."""

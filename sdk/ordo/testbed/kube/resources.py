@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .events import SELECTABLE as EVENTS_V1_FIELDS
+
 JSON = dict[str, Any]
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -34,11 +36,17 @@ class ResourceType:
     custom: bool = False
     # Extra field-selector labels beyond metadata.name / metadata.namespace (label -> JSON path).
     selectable: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # Stored as another kind's objects (events.k8s.io Events are core Events), converted in and out.
+    stored_as: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
 
     @property
     def key(self) -> str:
         """The storage key: one store per group+plural, whatever version a client uses."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+        return self.stored_as or self.id
 
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
@@ -82,7 +90,8 @@ def builtin_types() -> list[ResourceType]:
         _builtin("", "v1", "Secret", "secrets", True, selectable={"type": "type"}),
         _builtin("", "v1", "ConfigMap", "configmaps", True, short_names=("cm",)),
         _builtin("coordination.k8s.io", "v1", "Lease", "leases", True),
-        _builtin("events.k8s.io", "v1", "Event", "events", True, short_names=("ev",)),
+        _builtin("events.k8s.io", "v1", "Event", "events", True, short_names=("ev",), stored_as="events",
+                 selectable=EVENTS_V1_FIELDS),
         _builtin("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
                  short_names=("crd", "crds"), status_subresource=True, has_generation=True),
     ]  # fmt: skip
@@ -124,12 +133,13 @@ class Registry:
         self._types: dict[str, ResourceType] = {}
 
     def add(self, rt: ResourceType) -> None:
-        self._types[rt.key] = rt
+        self._types[rt.id] = rt
 
-    def remove(self, key: str) -> ResourceType | None:
-        return self._types.pop(key, None)
+    def remove(self, id_: str) -> ResourceType | None:
+        return self._types.pop(id_, None)
 
     def by_key(self, key: str) -> ResourceType | None:
+        """The kind that owns a storage key."""
         return self._types.get(key)
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:

@@ -15,6 +15,7 @@ import base64
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -267,9 +268,15 @@ class Server:
             key = [last.get("namespace", ""), last["name"]]
             meta["continue"] = base64.urlsafe_b64encode(json.dumps({"after": key}).encode()).decode()
             meta["remainingItemCount"] = rest
-        api_version = rt.api_version(t.version)
-        views = [o if o.get("apiVersion") == api_version else {**o, "apiVersion": api_version} for o in items]
-        return _json({"kind": f"{rt.kind}List", "apiVersion": api_version, "metadata": meta, "items": views})
+        views = [c.view(rt, t.version, o) for o in items]
+        return _json(
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.api_version(t.version),
+                "metadata": meta,
+                "items": views,
+            }
+        )
 
     # --- watch --------------------------------------------------------------------------------
 
@@ -285,6 +292,9 @@ class Server:
         rv = q.get("resourceVersion") or "0"
         initial = q.get("sendInitialEvents") in ("true", "1")
 
+        def view(obj: JSON) -> JSON:
+            return self.cluster.view(rt, t.version, obj)
+
         def bookmark(annotations: dict[str, str] | None = None) -> bytes:
             meta: JSON = {"resourceVersion": str(store.rv)}
             if annotations:
@@ -299,10 +309,8 @@ class Server:
             lines: list[bytes] = []
             if rv == "0" or initial:
                 for obj in self.cluster.list(rt, t.ns, sub.match):
-                    view = obj if obj.get("apiVersion") == api_version else {**obj, "apiVersion": api_version}
-                    lines.append(
-                        json.dumps({"type": "ADDED", "object": view}, separators=(",", ":")).encode() + b"\n"
-                    )
+                    added = {"type": "ADDED", "object": view(obj)}
+                    lines.append(json.dumps(added, separators=(",", ":")).encode() + b"\n")
                 if initial and bookmarks:
                     lines.append(bookmark({_INITIAL_EVENTS_END: "true"}))
             else:
@@ -314,7 +322,7 @@ class Server:
                     for ch in store.since(rt.key, since):
                         type_ = sub.translate(ch)
                         if type_ is not None:
-                            lines.append(ch.wire(type_, api_version))
+                            lines.append(ch.wire(type_, api_version, view))
                 except ApiError as e:  # 410 Gone arrives as an ERROR event in a 200 stream
                     lines.append(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
                     deadline = 0.0
@@ -322,7 +330,7 @@ class Server:
             await resp.prepare(request)
             if lines:
                 await resp.write(b"".join(lines))
-            await self._pump(resp, sub, api_version, deadline, bookmark if bookmarks else None)
+            await self._pump(resp, sub, api_version, view, deadline, bookmark if bookmarks else None)
             return resp
         finally:
             store.unsubscribe(sub)
@@ -336,7 +344,13 @@ class Server:
             await asyncio.sleep(0.01)
 
     async def _pump(
-        self, resp: web.StreamResponse, sub: Subscription, api_version: str, deadline: float, bookmark: Any
+        self,
+        resp: web.StreamResponse,
+        sub: Subscription,
+        api_version: str,
+        view: Callable[[JSON], JSON],
+        deadline: float,
+        bookmark: Any,
     ) -> None:
         next_bookmark = time.monotonic() + self.bookmark_interval
         try:
@@ -352,13 +366,13 @@ class Server:
                     continue
                 if item is None:
                     return  # server stopping
-                chunk = [item[1].wire(item[0], api_version)]
+                chunk = [item[1].wire(item[0], api_version, view)]
                 while not sub.queue.empty():  # batch what is already queued into one write
                     more = sub.queue.get_nowait()
                     if more is None:
                         await resp.write(b"".join(chunk))
                         return
-                    chunk.append(more[1].wire(more[0], api_version))
+                    chunk.append(more[1].wire(more[0], api_version, view))
                 await resp.write(b"".join(chunk))
             if bookmark:
                 await resp.write(bookmark())

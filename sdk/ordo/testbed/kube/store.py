@@ -28,16 +28,13 @@ class Change:
     old: JSON | None = None
     _wire: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)
 
-    def wire(self, type_: str, api_version: str) -> bytes:
-        """The watch line for this change, encoded once per (type, apiVersion)."""
+    def wire(self, type_: str, api_version: str, view: Callable[[JSON], JSON]) -> bytes:
+        """The watch line for this change, encoded once per (type, apiVersion): ``view`` (the
+        object as that apiVersion shows it) depends on the apiVersion only."""
         cache_key = (type_, api_version)
         line = self._wire.get(cache_key)
         if line is None:
-            obj = (
-                self.obj
-                if self.obj.get("apiVersion") == api_version
-                else {**self.obj, "apiVersion": api_version}
-            )
+            obj = view(self.obj)
             line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
             self._wire[cache_key] = line
         return line
