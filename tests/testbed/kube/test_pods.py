@@ -112,7 +112,7 @@ def test_exit_by_itself_fails_the_pod(pods: PodSet) -> None:
     wait_for(lambda: pod.read().status.phase == "Failed", what="phase Failed")
 
 
-def test_close_kills_every_process_it_started(kube: Any, tmp_path: Path) -> None:
+def test_close_kills_every_process_it_started(kube: Any, kube_emulator: Any, tmp_path: Path) -> None:
     with PodSet(kube.kubeconfig_path, kube.namespace, log_dir=tmp_path) as podset:
         first = serving(podset, tmp_path, "a")
         second = serving(podset, tmp_path, "b")
