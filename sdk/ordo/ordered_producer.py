@@ -148,8 +148,13 @@ class OrderedProducer:
                     topic, value, key, chosen, on_delivery=on_delivery, timestamp=timestamp, headers=headers
                 )
                 return
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    raise
+                unknown = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
             finally:
                 gate.release()
+            self._await_partition(topic, unknown)
 
     def _await_partition(self, topic: str, partition: int) -> None:
         """Refresh metadata until librdkafka knows ``partition`` (created just before the epoch)."""

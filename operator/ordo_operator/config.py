@@ -1,0 +1,41 @@
+"""The operator's own configuration, from the environment (the Helm chart sets it)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ordo.epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
+
+__all__ = ["OperatorConfig"]
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    kafka_bootstrap: str | None = None
+    """Default Kafka for resources without ``spec.kafka``."""
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+    """Default librdkafka options (credentials come from the operator's mounted Secret env)."""
+    epoch_topic: str = DEFAULT_EPOCH_TOPIC
+    registry_topic: str = DEFAULT_REGISTRY_TOPIC
+    max_partitions: int = 100_000
+    """Largest partition count an expansion may ask for (the broker's own limit may be lower)."""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> OperatorConfig:
+        env = dict(os.environ if env is None else env)
+        options = json.loads(env.get("ORDO_KAFKA_OPTIONS", "{}") or "{}")
+        if not isinstance(options, dict):
+            raise ValueError("ORDO_KAFKA_OPTIONS must be a JSON object of librdkafka options")
+        for name, value in env.items():  # ORDO_KAFKA_SASL_PASSWORD=… → sasl.password (from a Secret)
+            if name.startswith("ORDO_KAFKA_OPT_"):
+                options[name.removeprefix("ORDO_KAFKA_OPT_").lower().replace("_", ".")] = value
+        return cls(
+            kafka_bootstrap=env.get("ORDO_KAFKA_BOOTSTRAP") or None,
+            kafka_options=options,
+            epoch_topic=env.get("ORDO_EPOCH_TOPIC", DEFAULT_EPOCH_TOPIC),
+            registry_topic=env.get("ORDO_REGISTRY_TOPIC", DEFAULT_REGISTRY_TOPIC),
+            max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
+        )

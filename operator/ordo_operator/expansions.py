@@ -1,0 +1,232 @@
+"""kopf handlers for OrderedTopicExpansion: a daemon per expansion drives the pure state machine.
+
+Each pass reads the world, asks ``plan_expansion`` for the next step, records the step in status,
+and only then performs its effect, so a killed operator resumes from status and the world.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from ordo.api import API_GROUP, Condition, ExpansionPhase, OrderedTopicExpansion
+from ordo.api.common import VERSION, set_condition
+from ordo.epochs import prior_map
+
+from .config import OperatorConfig
+from .kafka import KafkaSide, clients_for
+from .kube import KafkaConnectionError, kafka_config, patch_status
+from .plans.expansion import Effect, ExpansionState, ProducerView, Step, World, next_history, plan_expansion
+
+__all__ = ["register"]
+
+PLURAL = "orderedtopicexpansions"
+IN_FLIGHT = {ExpansionPhase.FENCING, ExpansionPhase.EXPANDING, ExpansionPhase.PUBLISHING}
+_log = logging.getLogger(__name__)
+
+
+def _state(status: dict[str, Any]) -> ExpansionState:
+    thresholds = status.get("thresholds") or None
+    return ExpansionState(
+        phase=ExpansionPhase(status.get("phase") or ExpansionPhase.PENDING),
+        epoch=status.get("epoch"),
+        from_partitions=status.get("fromPartitions"),
+        to_partitions=status.get("toPartitions"),
+        thresholds={int(p): int(o) for p, o in thresholds.items()} if thresholds else None,
+    )
+
+
+def _status_of(state: ExpansionState) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": state.phase.value,
+        "epoch": state.epoch,
+        "fromPartitions": state.from_partitions,
+        "toPartitions": state.to_partitions,
+    }
+    if state.thresholds is not None:
+        status["thresholds"] = {str(p): o for p, o in sorted(state.thresholds.items())}
+    if state.from_partitions and state.to_partitions and state.to_partitions > state.from_partitions:
+        prior = prior_map(state.from_partitions, state.to_partitions)
+        status["prior"] = {str(q): list(ps) for q, ps in prior.items()}
+    return status
+
+
+def _conditions(existing: list[Any], step: Step, generation: int | None) -> list[dict[str, Any]]:
+    conditions = [Condition.model_validate(c) for c in existing]
+    phase = step.state.phase
+    conditions = set_condition(
+        conditions, "Ready", phase == ExpansionPhase.COMPLETED, step.reason, step.message, generation
+    )
+    conditions = set_condition(
+        conditions,
+        "Progressing",
+        phase in IN_FLIGHT or phase == ExpansionPhase.PENDING,
+        step.reason,
+        step.message,
+        generation,
+    )
+    conditions = set_condition(
+        conditions,
+        "Failed",
+        phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED),
+        step.reason,
+        step.message,
+        generation,
+    )
+    return [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]
+
+
+def _world(
+    side: KafkaSide, topic: str, settings: OperatorConfig, other: str | None, started: float | None
+) -> World:
+    producers = {
+        pid: ProducerView(fenced_epoch=r.fenced.get(topic), partitioner=r.partitioner)
+        for pid, r in side.live_producers(topic).items()
+    }
+    return World(
+        topic_partitions=side.partition_count(topic),
+        history=side.epochs.history(topic),
+        producers=producers,
+        other_expansion=other,
+        max_partitions=settings.max_partitions,
+        fencing_seconds=time.time() - started if started else 0.0,
+    )
+
+
+def _apply(side: KafkaSide, topic: str, step: Step) -> ExpansionState:
+    state = step.state
+    if step.effect in (Effect.APPEND_FENCE, Effect.ABORT_EPOCH, Effect.PUBLISH_EPOCH):
+        side.write_history(next_history(step.effect, topic, side.epochs.history(topic), state))
+    elif step.effect == Effect.READ_THRESHOLDS:
+        assert state.from_partitions is not None
+        thresholds = side.end_offsets(topic, state.from_partitions)
+        return ExpansionState(
+            state.phase, state.epoch, state.from_partitions, state.to_partitions, thresholds, state.direct
+        )
+    elif step.effect == Effect.CREATE_PARTITIONS:
+        assert state.to_partitions is not None
+        side.create_partitions(topic, state.to_partitions)
+    return state
+
+
+def _other_in_flight(
+    index: kopf.Index[str, tuple[str, str, str, str]], topic: str, me: str, created: str
+) -> str | None:
+    """Another expansion of the topic that goes first: one in flight, or one pending since earlier."""
+    for key, phase, since, _ in index.get(topic, []):
+        if key == me:
+            continue
+        if phase in {p.value for p in IN_FLIGHT} or (
+            phase == ExpansionPhase.PENDING and (since, key) < (created, me)
+        ):
+            return key
+    return None
+
+
+def register(settings: OperatorConfig) -> None:
+    """Register the handlers with kopf (called once by the operator's entry point)."""
+
+    @kopf.index(API_GROUP, VERSION, PLURAL, id="expansions_by_topic")  # type: ignore[arg-type]
+    def expansions_by_topic(
+        name: str,
+        namespace: str,
+        spec: dict[str, Any],
+        status: dict[str, Any],
+        meta: dict[str, Any],
+        **_: Any,
+    ) -> dict[str, tuple[str, str, str, str]]:
+        phase = status.get("phase") or ExpansionPhase.PENDING
+        return {
+            spec.get("topic", ""): (f"{namespace}/{name}", str(phase), meta.get("creationTimestamp", ""), "")
+        }
+
+    @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_expansion", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]
+    def drive_expansion(
+        stopped: kopf.DaemonStopped,
+        name: str,
+        namespace: str,
+        body: kopf.Body,
+        meta: dict[str, Any],
+        expansions_by_topic: kopf.Index[str, tuple[str, str, str, str]],
+        **_: Any,
+    ) -> None:
+        resource = OrderedTopicExpansion.model_validate(dict(body))
+        spec, status = resource.spec, dict(body.get("status") or {})
+        state = _state(status)
+        if state.phase in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
+            return
+        me, created = f"{namespace}/{name}", meta.get("creationTimestamp", "")
+        try:
+            side = clients_for(kafka_config(spec.kafka, namespace, settings), settings)
+        except KafkaConnectionError as error:
+            step = Step(ExpansionState(ExpansionPhase.FAILED), None, "InvalidKafkaConnection", str(error))
+            _record(body, namespace, name, status, step, resource)
+            return
+        started: float | None = _parse_time(status.get("startedAt"))
+        last_reason = status.get("reason")
+        begun = time.time()
+        while not stopped:
+            other = _other_in_flight(expansions_by_topic, spec.topic, me, created)
+            step = plan_expansion(
+                spec.topic,
+                spec.partitions,
+                spec.fence_timeout_seconds,
+                state,
+                _world(side, spec.topic, settings, other, started),
+            )
+            if step.state.phase == ExpansionPhase.FENCING and started is None:
+                started = time.time()
+                status["startedAt"] = _format_time(started)
+            if step.state.phase == ExpansionPhase.EXPANDING and state.phase == ExpansionPhase.FENCING:
+                status["fenceWaitSeconds"] = round(time.time() - (started or time.time()), 3)
+            if step.terminal:
+                status["durationSeconds"] = round(time.time() - (started or begun), 3)
+            if (step.state, step.reason) != (state, last_reason) or step.terminal:
+                _record(body, namespace, name, status, step, resource)  # recorded before the effect
+                last_reason = step.reason
+            state = _apply(side, spec.topic, step)
+            if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
+                _record(body, namespace, name, status, Step(state, None, step.reason, step.message), resource)
+            if step.terminal:
+                return
+            if step.requeue:
+                stopped.wait(step.requeue)
+
+
+def _record(
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    status: dict[str, Any],
+    step: Step,
+    resource: OrderedTopicExpansion,
+) -> None:
+    previous = (status.get("phase"), status.get("reason"))
+    status.update(_status_of(step.state))
+    status["reason"] = step.reason
+    status["message"] = step.message
+    status["observedGeneration"] = resource.metadata.get("generation")
+    status["conditions"] = _conditions(
+        status.get("conditions") or [], step, resource.metadata.get("generation")
+    )
+    patch_status(PLURAL, namespace, name, {k: v for k, v in status.items() if k != "reason"})
+    if previous != (status["phase"], step.reason):
+        event_type = (
+            "Warning" if step.state.phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED) else "Normal"
+        )
+        kopf.event(body, type=event_type, reason=step.reason, message=step.message)
+    status["reason"] = step.reason
+
+
+def _format_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

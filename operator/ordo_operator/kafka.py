@@ -1,0 +1,91 @@
+"""The operator's Kafka side: one set of clients per Kafka cluster, shared by all resources."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, OffsetSpec
+
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
+from ordo.epochs.registry import ProducerRegistry, ProducerReport
+
+from .config import OperatorConfig
+
+__all__ = ["KafkaSide", "clients_for"]
+
+
+class KafkaSide:
+    """Admin, epoch log (reader and writer) and producer registry for one Kafka cluster."""
+
+    def __init__(self, config: Mapping[str, Any], settings: OperatorConfig) -> None:
+        self.config = dict(config)
+        self.admin = AdminClient(self.config)
+        ensure_log_topics(self.admin, settings.epoch_topic, settings.registry_topic)
+        self.epochs = EpochLog(self.config, settings.epoch_topic)
+        self.registry = ProducerRegistry(self.config, settings.registry_topic)
+        self.writer = EpochLogWriter(self.config, settings.epoch_topic)
+        if not (self.epochs.wait_caught_up(30) and self.registry.wait_caught_up(30)):
+            self.close()
+            raise ConnectionError(f"cannot read ordo's log topics at {self.config.get('bootstrap.servers')}")
+
+    def partition_count(self, topic: str) -> int | None:
+        """The broker's partition count, or None when the topic does not exist (no auto-create)."""
+        metadata = self.admin.list_topics(timeout=15).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return None
+        return len(metadata.partitions)
+
+    def end_offsets(self, topic: str, partitions: int) -> dict[int, int]:
+        """The log end of partitions 0..partitions-1 (read_uncommitted: the thresholds)."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        request = {TopicPartition(topic, p): latest for p in range(partitions)}
+        futures = self.admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=15
+        )
+        return {tp.partition: future.result(timeout=20).offset for tp, future in futures.items()}
+
+    def create_partitions(self, topic: str, count: int) -> None:
+        """Raise the topic to ``count`` partitions; fine if an earlier, timed-out call already did."""
+        try:
+            self.admin.create_partitions([NewPartitions(topic, count)], request_timeout=15)[topic].result(30)
+        except KafkaException:
+            if (self.partition_count(topic) or 0) < count:
+                raise
+
+    def write_history(self, history: EpochHistory) -> None:
+        self.writer.write(history)
+        self.epochs.wait_for(lambda: self.epochs.history(history.topic) == history, 30)
+
+    def live_producers(self, topic: str) -> Mapping[str, ProducerReport]:
+        return self.registry.live(topic, int(time.time() * 1000))
+
+    def close(self) -> None:
+        self.epochs.close()
+        self.registry.close()
+        self.writer.close()
+
+
+_clients: dict[str, KafkaSide] = {}
+_lock = threading.Lock()
+
+
+def clients_for(config: Mapping[str, Any], settings: OperatorConfig) -> KafkaSide:
+    """The shared clients for this connection config (created on first use)."""
+    key = repr(sorted(config.items()))
+    with _lock:
+        side = _clients.get(key)
+        if side is None:
+            side = _clients[key] = KafkaSide(config, settings)
+        return side
+
+
+def close_all() -> None:
+    with _lock:
+        for side in _clients.values():
+            side.close()
+        _clients.clear()

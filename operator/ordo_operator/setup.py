@@ -1,0 +1,28 @@
+"""Operator-wide kopf settings and handler registration."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from . import expansions
+from .config import OperatorConfig
+
+__all__ = ["register_all"]
+
+
+def register_all(config: OperatorConfig) -> None:
+    @kopf.on.startup()
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # kopf's bookkeeping goes into annotations: our status schemas are strict and would prune it
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.ordo.dev")
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix="kopf.ordo.dev", key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING  # Events come from our handlers, not from every log line
+        settings.watching.server_timeout = 60
+        settings.networking.request_timeout = 30
+
+    expansions.register(config)

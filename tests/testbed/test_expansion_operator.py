@@ -1,0 +1,196 @@
+"""The OrderedTopicExpansion operator end to end: kopf + emulator + Kafka testbed + real producers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ordo.epochs import EpochState
+from ordo.epochs.log import EpochLog, ensure_log_topics
+from ordo.epochs.registry import ProducerReport
+from ordo.ordered_producer import OrderedProducer
+from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import wait_for
+from ordo.testbed.kube.fixtures import Kube
+from ordo.testbed.operator import OperatorProcess
+
+pytestmark = pytest.mark.testbed
+
+
+@dataclass
+class Env:
+    kafka: KafkaHandle
+    kube: Kube
+    operator: OperatorProcess
+    epochs: str
+    registry: str
+
+    def expansion(self, name: str, topic: str, partitions: int, **spec: Any) -> None:
+        body = {
+            "apiVersion": "ordo.dev/v1alpha1",
+            "kind": "OrderedTopicExpansion",
+            "metadata": {"name": name},
+            "spec": {"topic": topic, "partitions": partitions, **spec},
+        }
+        self.kube.custom.create_namespaced_custom_object(
+            "ordo.dev", "v1alpha1", self.kube.namespace, "orderedtopicexpansions", body
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        obj = self.kube.custom.get_namespaced_custom_object(
+            "ordo.dev", "v1alpha1", self.kube.namespace, "orderedtopicexpansions", name
+        )
+        return dict(obj.get("status") or {})
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
+        return wait_for(
+            lambda: (s := self.status(name)).get("phase") == phase and s,
+            timeout,
+            f"{name} to reach {phase} (now {self.status(name).get('phase')}, "
+            f"{self.status(name).get('message')})",
+        )
+
+    def producer(self, **kw: Any) -> OrderedProducer:
+        return OrderedProducer(
+            self.kafka.config(linger_ms=2),
+            epoch_topic=self.epochs,
+            registry_topic=self.registry,
+            session_timeout=3.0,
+            **kw,
+        )
+
+    def events(self) -> list[str]:
+        return [e.reason for e in self.kube.core.list_namespaced_event(self.kube.namespace).items]
+
+
+@pytest.fixture
+def env(kafka: KafkaHandle, kube: Kube, tmp_path: Path) -> Iterator[Env]:
+    epochs, registry = kafka.topic("epochs"), kafka.topic("producers")
+    ensure_log_topics(kafka.admin, epochs, registry)
+    operator = OperatorProcess(
+        kube.kubeconfig_path,
+        kafka.bootstrap,
+        namespaces=[kube.namespace],
+        env={"ORDO_EPOCH_TOPIC": epochs, "ORDO_REGISTRY_TOPIC": registry, "ORDO_MAX_PARTITIONS": "64"},
+        log_path=tmp_path / "operator.log",
+    ).start()
+    try:
+        yield Env(kafka, kube, operator, epochs, registry)
+    finally:
+        operator.stop()
+        print(operator.log_text()[-4000:])
+
+
+def _keep_producing(producer: OrderedProducer, topic: str, stop: threading.Event, sent: list[int]) -> None:
+    i = 0
+    while not stop.is_set():
+        producer.produce(topic, str(i).encode(), key=f"k{i % 50}".encode())
+        i += 1
+        if i % 100 == 0:
+            producer.poll(0)
+            time.sleep(0.001)  # a steady rate, not synchronisation
+    sent.append(i)
+
+
+def test_expansion_under_load_completes_and_producers_switch(env: Env) -> None:
+    topic = env.kafka.create_topic(3)
+    producers = [env.producer(), env.producer()]
+    stop = threading.Event()
+    sent: list[int] = []
+    threads = [threading.Thread(target=_keep_producing, args=(p, topic, stop, sent)) for p in producers]
+    for t in threads:
+        t.start()
+    try:
+        env.expansion("grow", topic, 6)
+        status = env.wait_phase("grow", "Completed")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        for p in producers:
+            p.close()
+    assert status["fromPartitions"] == 3 and status["toPartitions"] == 6 and status["epoch"] == 1
+    assert set(status["thresholds"]) == {"0", "1", "2"} and status["fenceWaitSeconds"] >= 0
+    assert status["prior"]["3"] == [0] and status["prior"]["4"] == [1]
+    assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["True"]
+    assert env.kafka.admin.list_topics(timeout=10).topics[topic].partitions.keys() == set(range(6))
+    log = EpochLog(env.kafka.config(), env.epochs)
+    try:
+        assert log.wait_caught_up(10)
+        history = log.history(topic)
+        assert history is not None and history.active.partitions == 6
+        assert history.active.thresholds == {int(p): o for p, o in status["thresholds"].items()}
+    finally:
+        log.close()
+    assert sum(sent) > 0
+    assert {"Fencing", "Fenced", "Completed"} <= set(env.events())
+
+
+@pytest.mark.parametrize(
+    ("partitions", "topic_partitions", "reason", "message"),
+    [
+        (3, 3, "NotLarger", "target 3 partitions must be larger than today's 3"),
+        (2, 3, "NotLarger", "must be larger"),
+        (65, 3, "TooManyPartitions", "exceed the configured maximum of 64"),
+        (6, None, "TopicNotFound", "does not exist"),
+    ],
+)
+def test_invalid_expansions_fail_and_change_nothing(
+    env: Env, partitions: int, topic_partitions: int | None, reason: str, message: str
+) -> None:
+    topic = env.kafka.create_topic(topic_partitions) if topic_partitions else env.kafka.topic("absent")
+    env.expansion("bad", topic, partitions)
+    status = env.wait_phase("bad", "Failed")
+    assert message in status["message"]
+    assert reason in env.events()
+    topics = env.kafka.admin.list_topics(timeout=10).topics
+    if topic_partitions:
+        assert len(topics[topic].partitions) == topic_partitions
+    else:
+        assert topic not in topics
+
+
+def test_a_producer_that_never_acknowledges_aborts_the_expansion(env: Env) -> None:
+    topic = env.kafka.create_topic(3)
+    stubborn = ProducerReport(
+        producer_id="stubborn",
+        topics=(topic,),
+        session_timeout_ms=60_000,
+        reported_at_ms=int(time.time() * 1000),
+    )
+    from confluent_kafka import Producer
+
+    raw = Producer(env.kafka.config())
+    raw.produce(env.registry, key=b"stubborn", value=stubborn.model_dump_json().encode())
+    assert raw.flush(10) == 0
+    with env.producer() as producer:
+        producer.produce(topic, b"x", key=b"k")
+        env.expansion("stuck", topic, 6, fenceTimeoutSeconds=2)
+        status = env.wait_phase("stuck", "Aborted")
+        assert "stubborn" in status["message"]
+        assert len(env.kafka.admin.list_topics(timeout=10).topics[topic].partitions) == 3
+        producer.produce(topic, b"after", key=b"k")  # resumed at the old count
+        assert producer.partitions_for(topic) == 3
+    log = EpochLog(env.kafka.config(), env.epochs)
+    try:
+        assert log.wait_caught_up(10)
+        history = log.history(topic)
+        assert history is not None and history.current.state == EpochState.ABORTED
+    finally:
+        log.close()
+
+
+def test_a_second_expansion_of_the_topic_waits_for_the_first(env: Env) -> None:
+    topic = env.kafka.create_topic(3)
+    env.expansion("first", topic, 4)
+    env.expansion("second", topic, 8)
+    first = env.wait_phase("first", "Completed")
+    second = env.wait_phase("second", "Completed")
+    assert (first["fromPartitions"], first["toPartitions"]) == (3, 4)
+    assert (second["fromPartitions"], second["toPartitions"], second["epoch"]) == (4, 8, 2)
