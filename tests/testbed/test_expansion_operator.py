@@ -109,6 +109,7 @@ def test_expansion_under_load_completes_and_producers_switch(env: Env) -> None:
     try:
         env.expansion("grow", topic, 6)
         status = env.wait_phase("grow", "Completed")
+        wait_for(lambda: all(p.partitions_for(topic) == 6 for p in producers), 15, "producers to use 6")
     finally:
         stop.set()
         for t in threads:

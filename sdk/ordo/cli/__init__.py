@@ -6,11 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import crds, sandbox
-
 __all__ = ["CliError", "main"]
-
-_COMMANDS = (crds, sandbox)
 
 
 class CliError(Exception):
@@ -18,12 +14,14 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import crds, sandbox, testbed  # subcommands import CliError from here
+
     parser = argparse.ArgumentParser(
         prog="ordo",
         description="Kafka producer groups (KIP-509) and ordered topic expansion (KIP-253) on Kubernetes.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in _COMMANDS:
+    for module in (crds, sandbox, testbed):
         module.register(commands)
     return parser
 

@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
 
 from ordo.testbed.kube import read_crds
-from ordo.testbed.kube.fixtures import KubeCluster, kube, kube_cluster, kube_emulator, pods
+from ordo.testbed.kube.fixtures import KubeCluster
+from ordo.testbed.waiting import wait_for
 
-__all__ = ["kube", "kube_cluster", "kube_emulator", "pods"]
+__all__ = ["wait_for"]
 
 CRD_DIR = Path(__file__).parent / "crds"
-T = TypeVar("T")
-
-
-def wait_for(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``condition`` until it returns something truthy (the tests' only way to wait)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 @pytest.fixture(scope="session")

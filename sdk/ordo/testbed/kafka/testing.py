@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message
 
-T = TypeVar("T")
+from ..waiting import wait_for
 
-
-def wait_for(
-    condition: Callable[[], T], timeout: float = 20.0, what: str = "condition", step: float = 0.05
-) -> T:
-    """Poll ``condition`` until truthy; its value is returned. Not a sleep: a bounded condition wait."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
+__all__ = ["consume", "wait_for"]
 
 
 def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | None = None,

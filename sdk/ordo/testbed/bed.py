@@ -1,0 +1,81 @@
+"""Both halves of the testbed together: what ``ordo testbed up`` and the sandbox start."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .kafka import KafkaTestbed
+from .kube import KubeEmulator
+
+__all__ = ["Testbed"]
+
+
+class Testbed:
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+    """The Kafka testbed and the Kubernetes emulator (with ordo's CRDs loaded), on 127.0.0.1."""
+
+    def __init__(
+        self,
+        *,
+        kafka_port: int = 0,
+        kube_port: int = 0,
+        state_dir: Path | None = None,
+        max_partitions: int = 64,
+        kafka_control_port: int | None = 0,
+    ) -> None:
+        if state_dir is not None:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        self.kafka = KafkaTestbed(
+            port=kafka_port,
+            max_partitions=max_partitions,
+            state_dir=state_dir / "kafka" if state_dir else None,
+            control_port=kafka_control_port,
+        )
+        self.kube = KubeEmulator(
+            port=kube_port,
+            state_dir=state_dir / "kube" if state_dir else None,
+            kubeconfig_path=state_dir / "kubeconfig" if state_dir else None,
+        )
+        self.startup_seconds = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return Path(self.kube.kubeconfig_path)
+
+    def start(self) -> Testbed:
+        started = time.monotonic()
+        self.kafka.start()
+        try:
+            self.kube.start()
+        except BaseException:
+            self.kafka.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def stop(self) -> None:
+        try:
+            self.kube.stop()
+        finally:
+            self.kafka.stop()
+
+    def shell_lines(self) -> list[str]:
+        """Shell-sourceable lines telling clients where the testbed is."""
+        lines = [f"KAFKA_BOOTSTRAP={self.bootstrap}", f"KUBECONFIG={self.kubeconfig_path}"]
+        if self.kafka.control_url:
+            lines.append(f"ORDO_KAFKA_FAULTS_URL={self.kafka.control_url}")
+        return lines
+
+    def __enter__(self) -> Testbed:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,72 @@
+"""``ordo testbed up``: both stand-ins in the foreground, usable through the lines it prints."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kubernetes
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ordo.testbed.bed import Testbed
+
+pytestmark = pytest.mark.testbed
+
+
+def _port_open(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, int(port))) == 0
+
+
+def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ordo.cli",
+            "testbed",
+            "up",
+            "--kafka-port",
+            "0",
+            "--kube-port",
+            "0",
+            "--state-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = dict(process.stdout.readline().strip().split("=", 1) for _ in range(3))
+        bootstrap, kubeconfig = lines["KAFKA_BOOTSTRAP"], lines["KUBECONFIG"]
+        assert lines["ORDO_KAFKA_FAULTS_URL"].startswith("http://127.0.0.1:")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("up-check", 3)])["up-check"].result(10)
+        assert len(admin.list_topics(timeout=10).topics["up-check"].partitions) == 3
+        api = kubernetes.config.new_client_from_config(kubeconfig)
+        custom = kubernetes.client.CustomObjectsApi(api)
+        listed = custom.list_namespaced_custom_object("ordo.dev", "v1alpha1", "default", "producergroups")
+        assert listed["items"] == []
+        api.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    assert not _port_open(bootstrap), "the proxy stopped with the command"
+    assert (tmp_path / "kubeconfig").exists()
+
+
+def test_whole_testbed_starts_in_under_five_seconds() -> None:
+    started = time.monotonic()
+    with Testbed(kafka_control_port=None) as bed:
+        elapsed = time.monotonic() - started
+        assert _port_open(bed.bootstrap)
+    assert elapsed < 5.0, f"testbed took {elapsed:.2f}s to start"
