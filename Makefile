@@ -33,7 +33,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check sdk operator spark_apps tests benchmarks
 	$(BIN)/ruff format --check sdk operator spark_apps tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/mypy tests/unit
+	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
+	$(BIN)/mypy tests/testbed/*.py
 
 crds: $(STAMP)
 	$(BIN)/ordo crds --output crds

@@ -49,12 +49,13 @@ class Env:
         return dict(obj.get("status") or {})
 
     def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
-        return wait_for(
-            lambda: (s := self.status(name)).get("phase") == phase and s,
-            timeout,
-            f"{name} to reach {phase} (now {self.status(name).get('phase')}, "
-            f"{self.status(name).get('message')})",
-        )
+        def reached() -> dict[str, Any] | None:
+            status = self.status(name)
+            return status if status.get("phase") == phase else None
+
+        found = wait_for(reached, timeout, f"{name} to reach {phase}")
+        assert found is not None
+        return found
 
     def producer(self, **kw: Any) -> OrderedProducer:
         return OrderedProducer(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import kubernetes
 import pytest
@@ -52,9 +53,11 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("up-check", 3)])["up-check"].result(10)
         assert len(admin.list_topics(timeout=10).topics["up-check"].partitions) == 3
-        api = kubernetes.config.new_client_from_config(kubeconfig)
+        api = kubernetes.config.new_client_from_config(kubeconfig)  # type: ignore[no-untyped-call]
         custom = kubernetes.client.CustomObjectsApi(api)
-        listed = custom.list_namespaced_custom_object("ordo.dev", "v1alpha1", "default", "producergroups")
+        listed: Any = custom.list_namespaced_custom_object(
+            "ordo.dev", "v1alpha1", "default", "producergroups"
+        )
         assert listed["items"] == []
         api.close()
     finally:
