@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from .epochs import EpochHistory, Gate, GateKeeper
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
@@ -70,7 +70,7 @@ class GatedConsumer:
         self._keepers: dict[str, GateKeeper | None] = {}
         self._open_until: dict[TP, float] = {}
         self._held: dict[TP, _Held] = {}
-        self._processed: dict[TP, int] = {}  # next offset to process, per partition we own
+        self._processed: dict[TP, int] = {}  # next offset to process, per partition we processed
         self._pending_store: list[Message] = []
         self._user_assign, self._user_revoke = on_assign, on_revoke
         self.gate_waits: list[float] = []  # seconds each closed gate held its partition
@@ -157,9 +157,9 @@ class GatedConsumer:
         if keeper is None:  # ordo never expanded this topic: nothing to gate
             self._open_until[tp] = math.inf
             return True
-        gate = keeper.gate(tp[1], offset, self._progress(tp[0], keeper, tp[1], offset, refresh=False))
+        gate = self._gate(keeper, tp, offset, refresh=False)
         if not gate.open:
-            gate = keeper.gate(tp[1], offset, self._progress(tp[0], keeper, tp[1], offset, refresh=True))
+            gate = self._gate(keeper, tp, offset, refresh=True)
         if gate.open:
             self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
             return True
@@ -169,22 +169,22 @@ class GatedConsumer:
         self._consumer.seek(TopicPartition(tp[0], tp[1], offset))
         return False
 
-    def _progress(
-        self, topic: str, keeper: GateKeeper, partition: int, offset: int, refresh: bool
-    ) -> dict[int, int]:
-        """Per partition of ``topic``, how far the group has processed it: our own position for
-        partitions we own, the group's committed offset (or the log start, if data is gone) for
-        the others."""
-        gate = keeper.gate(partition, offset, {})
-        needed = [p for p in gate.waiting_for if (topic, p) not in self._processed]
-        progress = {p: self._processed[(topic, p)] for p in gate.waiting_for if (topic, p) in self._processed}
-        if needed and refresh:
-            committed = self._consumer.committed([TopicPartition(topic, p) for p in needed], timeout=5)
-            for tp in committed:
-                position = tp.offset if tp.offset != OFFSET_INVALID and tp.offset >= 0 else 0
-                low, _ = self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)
-                progress[tp.partition] = max(position, low)
-        return progress
+    def _gate(self, keeper: GateKeeper, tp: TP, offset: int, refresh: bool) -> Gate:
+        """The gate of a record, from how far partitions have been processed: by this consumer
+        (whether or not it still owns them: processed is processed), or by the group as its
+        committed offsets say (or the log start, if the data is gone), whichever is further."""
+        topic = tp[0]
+        local = {p: o for (t, p), o in self._processed.items() if t == topic}
+        gate = keeper.gate(tp[1], offset, local)
+        if gate.open or not refresh:
+            return gate
+        progress = dict(local)
+        wanted = [TopicPartition(topic, p) for p in gate.waiting_for]
+        for committed in self._consumer.committed(wanted, timeout=5):
+            position = committed.offset if committed.offset >= 0 else 0
+            low, _ = self._consumer.get_watermark_offsets(committed, timeout=5, cached=False)
+            progress[committed.partition] = max(progress.get(committed.partition, 0), position, low)
+        return keeper.gate(tp[1], offset, progress)
 
     def _check_held(self) -> None:
         now = time.monotonic()
@@ -196,9 +196,8 @@ class GatedConsumer:
             if keeper is None:
                 gate_open = True
             else:
-                gate = keeper.gate(tp[1], offset, self._progress(tp[0], keeper, tp[1], offset, refresh=True))
-                gate_open = gate.open
-                held.gate = gate
+                held.gate = self._gate(keeper, tp, offset, refresh=True)
+                gate_open = held.gate.open
             if gate_open:
                 del self._held[tp]
                 self.gate_waits.append(now - held.since)
@@ -232,16 +231,21 @@ class GatedConsumer:
             self._open_until.pop(tp, None)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # librdkafka keeps a partition's pause flag across revoke and re-assign: a partition that
+        # was held when it went away would come back paused with no gate to reopen it
+        consumer.resume(partitions)
         if self._user_assign is not None:
             self._user_assign(consumer, partitions)
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._store_processed()
-        for tp in partitions:
+        held = [tp for tp in partitions if (tp.topic, tp.partition) in self._held]
+        if held:
+            consumer.resume(held)  # see _assigned: never hand a paused partition back
+        for tp in partitions:  # what we processed stays known: it still counts for gates
             key = (tp.topic, tp.partition)
             self._held.pop(key, None)
             self._open_until.pop(key, None)
-            self._processed.pop(key, None)
         if self._user_revoke is not None:
             self._user_revoke(consumer, partitions)
 

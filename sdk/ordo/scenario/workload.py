@@ -1,0 +1,122 @@
+"""Start the workload's producers and consumers as processes, stop them, and verify."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .verify import Verdict, read_delivered, verify
+
+__all__ = ["Workload"]
+
+
+class Workload:
+    """``producers`` keyed producer processes and ``consumers`` consumer processes on ``topic``."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        directory: Path,
+        *,
+        producers: int = 4,
+        consumers: int = 3,
+        keys: int = 1000,
+        rate: float = 400.0,
+        group: str | None = None,
+        plain: bool = False,
+        epoch_topic: str = "__ordo_epochs",
+        registry_topic: str = "__ordo_producers",
+    ) -> None:
+        self.bootstrap, self.topic, self.directory = bootstrap, topic, directory
+        self.plain = plain
+        self.group = group or f"{topic}-readers"
+        directory.mkdir(parents=True, exist_ok=True)
+        common = ["--bootstrap", bootstrap, "--topic", topic, "--epoch-topic", epoch_topic]
+        self._producer_argv = [
+            [*common, "--id", str(i), "--keys", str(keys // producers), "--rate", str(rate),
+             "--registry-topic", registry_topic, "--out", str(self.delivered_path(i))]
+            + (["--plain"] if plain else [])
+            for i in range(producers)
+        ]  # fmt: skip
+        self._consumer_argv = [
+            [*common, "--group", self.group, "--out", str(self.processed_path(i))]
+            + (["--plain"] if plain else [])
+            for i in range(consumers)
+        ]
+        self._spawned = 0
+        self.producers: list[subprocess.Popen[str]] = []
+        self.consumers: list[subprocess.Popen[str]] = []
+
+    def delivered_path(self, index: int) -> Path:
+        return self.directory / f"delivered-{index}.txt"
+
+    def processed_path(self, index: int) -> Path:
+        return self.directory / f"consumer-{index}.log"
+
+    def start(self) -> Workload:
+        self.consumers = [self._spawn("consumer", argv) for argv in self._consumer_argv]
+        self.producers = [self._spawn("producer", argv) for argv in self._producer_argv]
+        for process in self.consumers + self.producers:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError(f"workload process {process.args!r} did not start: {line!r}")
+        return self
+
+    def _spawn(self, program: str, argv: Sequence[str]) -> subprocess.Popen[str]:
+        self._spawned += 1
+        return subprocess.Popen(
+            [sys.executable, "-m", f"ordo.scenario.{program}", *argv],
+            stdout=subprocess.PIPE,
+            stderr=(self.directory / f"{program}-{self._spawned}.err").open("a"),
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def processed_count(self) -> int:
+        return sum(
+            path.read_text().count("\n")
+            for i in range(len(self.consumers))
+            if (path := self.processed_path(i)).exists()
+        )
+
+    def stop_producers(self) -> int:
+        """Stop producing; returns how many records were delivered."""
+        _stop(self.producers)
+        return sum(read_delivered(self.delivered_paths()).values())
+
+    def delivered_paths(self) -> list[Path]:
+        return [self.delivered_path(i) for i in range(len(self.producers))]
+
+    def drain(self, delivered: int, timeout: float = 60.0) -> bool:
+        """Wait until the consumers processed at least ``delivered`` records (or the timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.processed_count() >= delivered:
+                return True
+            time.sleep(0.2)  # polling the consumers' logs
+        return False
+
+    def stop(self) -> Verdict:
+        _stop(self.producers)
+        _stop(self.consumers)
+        delivered = read_delivered(self.delivered_paths())
+        return verify(delivered, [self.processed_path(i) for i in range(len(self.consumers))])
+
+
+def _stop(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
