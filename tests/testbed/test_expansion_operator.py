@@ -19,6 +19,7 @@ from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kafka.testing import wait_for
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
+from ordo.testbed.resources import Expansions
 
 pytestmark = pytest.mark.testbed
 
@@ -31,31 +32,15 @@ class Env:
     epochs: str
     registry: str
 
-    def expansion(self, name: str, topic: str, partitions: int, **spec: Any) -> None:
-        body = {
-            "apiVersion": "ordo.dev/v1alpha1",
-            "kind": "OrderedTopicExpansion",
-            "metadata": {"name": name},
-            "spec": {"topic": topic, "partitions": partitions, **spec},
-        }
-        self.kube.custom.create_namespaced_custom_object(
-            "ordo.dev", "v1alpha1", self.kube.namespace, "orderedtopicexpansions", body
-        )
+    @property
+    def expansions(self) -> Expansions:
+        return Expansions(self.kube.custom, self.kube.namespace)
 
-    def status(self, name: str) -> dict[str, Any]:
-        obj = self.kube.custom.get_namespaced_custom_object(
-            "ordo.dev", "v1alpha1", self.kube.namespace, "orderedtopicexpansions", name
-        )
-        return dict(obj.get("status") or {})
+    def expansion(self, name: str, topic: str, partitions: int, **spec: Any) -> None:
+        self.expansions.create(name, topic, partitions, **spec)
 
     def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
-        def reached() -> dict[str, Any] | None:
-            status = self.status(name)
-            return status if status.get("phase") == phase else None
-
-        found = wait_for(reached, timeout, f"{name} to reach {phase}")
-        assert found is not None
-        return found
+        return self.expansions.wait_phase(name, phase, timeout)
 
     def producer(self, **kw: Any) -> OrderedProducer:
         return OrderedProducer(
