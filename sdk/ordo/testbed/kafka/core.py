@@ -15,6 +15,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from .client import UpstreamClient
+from .coordinator import Coordinator
 from .faults import FaultSet
 from .state import TopicRegistry
 from .txn import TxnIndex
@@ -42,14 +43,16 @@ class Watermarks:
 
 
 class ProxyCore:
-    def __init__(self, config: Config, registry: TopicRegistry, faults: FaultSet) -> None:
+    def __init__(
+        self, config: Config, registry: TopicRegistry, faults: FaultSet, coordinator: Coordinator
+    ) -> None:
         self.config = config
+        self.coordinator = coordinator
         self.registry = registry
         self.faults = faults
         self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
         self.advertised: tuple[str, int] = ("127.0.0.1", 0)
         self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
-        self.assignments: dict[str, dict[str, bytes]] = {}  # group -> member -> latest assignment
         self._create_lock = asyncio.Lock()
 
     async def close(self) -> None:

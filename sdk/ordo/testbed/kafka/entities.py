@@ -76,6 +76,18 @@ def blank(cls: type[Any], **values: Any) -> Any:
     return cls(**kwargs)
 
 
+def fit(cls: type[Any], **values: Any) -> Any:
+    """``blank(cls, ...)`` with only the values this version of ``cls`` has; None for a field that
+    cannot be null takes the field's zero value (e.g. JoinGroup v0-6 protocol_name)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    kept = {
+        k: v
+        for k, v in values.items()
+        if k in names and (v is not None or type(None) in typing.get_args(_hints(cls)[k]))
+    }
+    return blank(cls, **kept)
+
+
 @dataclass(frozen=True)
 class Shape:
     """Field names of a request/response pair listing topics and their partitions."""

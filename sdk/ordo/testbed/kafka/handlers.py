@@ -3,6 +3,7 @@ or to answer locally. APIs without a handler are forwarded as raw bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 from collections.abc import Awaitable, Callable
@@ -10,8 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map, schema_name_map
-from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
 from . import entities, wire
@@ -29,6 +28,7 @@ class Request:
 
     prefix: wire.RequestPrefix
     body: bytes
+    peer: str = ""  # the client's host, as group descriptions report it
     _decoded: tuple[Any, Any] | None = field(default=None, repr=False)
 
     @property
@@ -74,11 +74,18 @@ class Reply:
 
 
 @dataclass
+class Later:
+    """Answered locally once ``response`` resolves (e.g. a JoinGroup waiting for the rebalance)."""
+
+    response: asyncio.Future[bytes]
+
+
+@dataclass
 class Drop:
     pass
 
 
-Action = Forward | Reply | Drop
+Action = Forward | Reply | Later | Drop
 Handler = Callable[[ProxyCore, Request, Forced], Awaitable[Action]]
 
 SHAPES: dict[int, Shape] = {0: PRODUCE, 1: FETCH, 2: LIST_OFFSETS}
@@ -365,6 +372,7 @@ async def delete_topics(core: ProxyCore, request: Request, forced: Forced) -> Ac
                 core.registry.forget(result.name)
                 for key in [k for k in core.txn_indexes if k[0] == result.name]:
                     del core.txn_indexes[key]
+                core.coordinator.offsets.forget_topic(result.name)
         return raw
 
     return Forward(request.body, on_response)
@@ -408,77 +416,12 @@ async def create_partitions(core: ProxyCore, request: Request, forced: Forced) -
     return request.reply(blank(schema, results=tuple(results)))
 
 
-def _kio_versions(api_key: int) -> tuple[int, int]:
-    versions = [
-        v
-        for v, types in schema_name_map[api_key_map[api_key]].items()
-        if EntityType.request in types and EntityType.response in types
-    ]
-    return min(versions), max(versions)
-
-
-# APIs the proxy decodes, with the highest version it accepts (Fetch/Produce stay on versions
-# that name topics instead of topic ids).
-_CAPS = {0: 11, 1: 12, 2: 9, 3: 12, 10: 6, 14: 5, 19: 7, 20: 6, 37: 3, 60: 2}
-_HIDDEN = {75}  # DescribeTopicPartitions: not offered, clients fall back to Metadata
-
-
-async def api_versions(core: ProxyCore, request: Request, forced: Forced) -> Action:
-    async def on_response(raw: bytes) -> bytes:
-        try:
-            response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
-        except Exception:
-            return raw  # e.g. UNSUPPORTED_VERSION answered in v0 format
-        if response.error_code != ErrorCode.none:
-            return raw
-        entry_cls = element_type(type(response), "api_keys")
-        keys = []
-        for key in response.api_keys:
-            api = int(key.api_key)
-            if api in _HIDDEN:
-                continue
-            if api in _CAPS:
-                low, high = _kio_versions(api)
-                key = dataclasses.replace(
-                    key,
-                    min_version=max(int(key.min_version), low),
-                    max_version=min(int(key.max_version), high, _CAPS[api]),
-                )
-            keys.append(key)
-        low, high = _kio_versions(37)
-        keys.append(entry_cls(api_key=37, min_version=low, max_version=min(high, _CAPS[37])))
-        response = dataclasses.replace(response, api_keys=tuple(sorted(keys, key=lambda k: int(k.api_key))))
-        return wire.encode_response(response, request.prefix.correlation_id)
-
-    return Forward(request.body, on_response)
-
-
-async def sync_group(core: ProxyCore, request: Request, forced: Forced) -> Action:
-    """Tansu keeps generation 0 and answers SyncGroup with the first assignment it stored for a
-    member; hand out the one the leader's latest SyncGroup carried, as Kafka does."""
-    payload = request.payload
-    if payload.assignments:
-        core.assignments[payload.group_id] = {a.member_id: a.assignment for a in payload.assignments}
-
-    async def on_response(raw: bytes) -> bytes:
-        latest = core.assignments.get(payload.group_id, {}).get(payload.member_id)
-        response = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
-        if latest is None or response.error_code != ErrorCode.none or response.assignment == latest:
-            return raw
-        response = dataclasses.replace(response, assignment=latest)
-        return wire.encode_response(response, request.prefix.correlation_id)
-
-    return Forward(request.body, on_response)
-
-
 HANDLERS: dict[int, Handler] = {
-    14: sync_group,
     0: produce,
     1: fetch,
     2: list_offsets,
     3: metadata,
     10: find_coordinator,
-    18: api_versions,
     19: create_topics,
     20: delete_topics,
     37: create_partitions,

@@ -12,11 +12,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import wire
+from .coordinator import Coordinator
 from .core import Config, ProxyCore
 from .entities import blank, element_type
 from .faults import FaultSet
-from .handlers import HANDLERS, SHAPES, Action, Drop, Forced, Forward, Reply, Request, ResponseHook, targets
+from .handlers import SHAPES, Action, Drop, Forced, Forward, Later, Reply, Request, ResponseHook, targets
 from .state import TopicRegistry
+from .versions import HANDLERS
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +39,18 @@ class KafkaProxy:
         auto_create_topics: bool = True,
         state_dir: Path | None = None,
         faults: FaultSet | None = None,
+        group_min_session_timeout_ms: int = 1000,
+        group_initial_rebalance_delay_ms: int = 0,
     ) -> None:
         up_host, _, up_port = upstream.rpartition(":")
         self.config = Config(up_host, int(up_port), max_partitions, default_partitions, auto_create_topics)
         self.faults = faults if faults is not None else FaultSet()
         self.registry = TopicRegistry(max_partitions, state_dir)
+        self._state_dir = state_dir
+        self._group_options = {
+            "min_session_timeout_ms": group_min_session_timeout_ms,
+            "initial_rebalance_delay_ms": group_initial_rebalance_delay_ms,
+        }
         self._host = host
         self._port = port
         self._core: ProxyCore | None = None
@@ -57,8 +66,10 @@ class KafkaProxy:
         return f"{self._host}:{self._port}"
 
     async def start(self) -> None:
-        self._core = ProxyCore(self.config, self.registry, self.faults)
+        coordinator = Coordinator(self._state_dir, **self._group_options)
+        self._core = ProxyCore(self.config, self.registry, self.faults, coordinator)
         await self._core.reconcile()
+        coordinator.start()
         self._server = await asyncio.start_server(self._accept, self._host, self._port, reuse_address=True)
         self._port = self._server.sockets[0].getsockname()[1]
         self._core.advertised = (self._host, self._port)
@@ -74,6 +85,7 @@ class KafkaProxy:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
         if self._core is not None:
+            await self._core.coordinator.stop()
             await self._core.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -83,7 +95,8 @@ class KafkaProxy:
         except OSError:
             writer.close()
             return
-        connection = _Connection(self._core, reader, writer, *upstream)
+        peer = writer.get_extra_info("peername")
+        connection = _Connection(self._core, reader, writer, *upstream, peer=peer[0] if peer else "")
         self._connections.add(connection)
         try:
             await connection.run()
@@ -106,8 +119,11 @@ class _Connection:
         writer: asyncio.StreamWriter,
         up_reader: asyncio.StreamReader,
         up_writer: asyncio.StreamWriter,
+        *,
+        peer: str = "",
     ) -> None:
         self.core = core
+        self.peer = f"/{peer}"  # Kafka reports client hosts as "/<address>"
         self.reader, self.writer = reader, writer
         self.up_reader, self.up_writer = up_reader, up_writer
         self.pending: dict[int, asyncio.Future[bytes]] = {}
@@ -141,9 +157,12 @@ class _Connection:
             while True:
                 body = await wire.read_frame(self.reader)
                 prefix = wire.peek_request(body)
-                action = await self._dispatch(Request(prefix, body))
+                action = await self._dispatch(Request(prefix, body, self.peer))
                 if isinstance(action, Drop):
                     raise _DropConnection
+                if isinstance(action, Later):
+                    self.order.put_nowait((action.response, None))
+                    continue
                 future: asyncio.Future[bytes] = loop.create_future()
                 if isinstance(action, Reply):
                     if action.body is None:

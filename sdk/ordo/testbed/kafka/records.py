@@ -35,6 +35,7 @@ class BatchHeader:
     last_offset: int
     attributes: int
     producer_id: int
+    producer_epoch: int
     start: int  # byte position of the batch inside the blob
     end: int
 
@@ -59,8 +60,8 @@ def batches(blob: bytes | None) -> Iterator[BatchHeader]:
             return
         (attributes,) = _ATTRIBUTES.unpack_from(blob, pos + 21)
         last_delta, _, _ = _LAST_DELTA_AND_TIMESTAMPS.unpack_from(blob, pos + 23)
-        producer_id, _ = _PRODUCER.unpack_from(blob, pos + 43)
-        yield BatchHeader(base, base + last_delta, attributes, producer_id, pos, end)
+        producer_id, producer_epoch = _PRODUCER.unpack_from(blob, pos + 43)
+        yield BatchHeader(base, base + last_delta, attributes, producer_id, producer_epoch, pos, end)
         pos = end
 
 
