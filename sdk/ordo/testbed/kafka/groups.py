@@ -10,6 +10,7 @@ Static membership (group.instance.id) is not implemented: such members are treat
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -85,6 +86,8 @@ class GroupView:
     leader: str | None
     members: tuple[MemberView, ...]
 
+
+log = logging.getLogger(__name__)
 
 JoinWaiter = Callable[[JoinResult], None]
 SyncWaiter = Callable[[SyncResult], None]
@@ -229,6 +232,7 @@ class GroupCoordinator:
             for other in group.members.values():
                 other.assignment = assignments.get(other.member_id, b"")
             group.state = State.STABLE
+            log.debug("group %s: generation %d stable", group_id, generation)
             for other in group.members.values():
                 self._answer_sync(now, group, other, None)
 
@@ -254,7 +258,7 @@ class GroupCoordinator:
                 self._try_complete(now, group)
                 errors.append(ErrorCode.none)
             elif group is not None and member_id in group.members:
-                self._remove(now, group, group.members[member_id])
+                self._remove(now, group, group.members[member_id], "leaves")
                 errors.append(ErrorCode.none)
             else:
                 errors.append(ErrorCode.unknown_member_id)
@@ -300,7 +304,7 @@ class GroupCoordinator:
                 del group.pending[member_id]
             for member in [m for m in group.members.values() if m.expired(now)]:
                 if member.member_id in group.members:
-                    self._remove(now, group, member)
+                    self._remove(now, group, member, "session expired")
             if group.delay_until is not None and now >= group.delay_until:
                 if group.joined_during_delay and group.delay_budget > 0:
                     step = min(self.initial_rebalance_delay, group.delay_budget)
@@ -401,7 +405,7 @@ class GroupCoordinator:
         if group.leader is None:
             group.leader = member_id
         group.joined_during_delay = True
-        self._prepare_rebalance(now, group)
+        self._prepare_rebalance(now, group, f"{member_id} joins")
 
     def _update_and_rebalance(
         self, now: float, group: _Group, member: _Member, req: JoinRequest, waiter: JoinWaiter
@@ -413,9 +417,9 @@ class GroupCoordinator:
         member.session_timeout = req.session_timeout
         member.rebalance_timeout = req.rebalance_timeout
         member.client_id, member.client_host = req.client_id, req.client_host
-        self._prepare_rebalance(now, group)
+        self._prepare_rebalance(now, group, f"{member.member_id} rejoins")
 
-    def _prepare_rebalance(self, now: float, group: _Group) -> None:
+    def _prepare_rebalance(self, now: float, group: _Group, reason: str) -> None:
         if group.state is State.PREPARING:
             self._try_complete(now, group)
             return
@@ -431,6 +435,7 @@ class GroupCoordinator:
             group.delay_until, group.delay_budget = now + step, timeout - step
             group.joined_during_delay = False
         group.rebalance_deadline = now + timeout
+        log.debug("group %s: rebalance after generation %d: %s", group.group_id, group.generation, reason)
         group.state = State.PREPARING
         self._try_complete(now, group)
 
@@ -440,7 +445,8 @@ class GroupCoordinator:
 
     def _complete_join(self, now: float, group: _Group) -> None:
         for member in [m for m in group.members.values() if m.join_waiter is None]:
-            self._drop(now, group, member)  # missed the rebalance
+            log.debug("group %s: %s missed the rebalance", group.group_id, member.member_id)
+            self._drop(now, group, member)
         group.rebalance_deadline = group.delay_until = None
         group.generation += 1
         if self._on_generation is not None:
@@ -450,6 +456,7 @@ class GroupCoordinator:
             return
         group.protocol_name = self._select_protocol(group)
         group.state = State.COMPLETING
+        log.debug("group %s: generation %d: %s", group.group_id, group.generation, list(group.members))
         for member in group.members.values():
             member.deadline = now + member.session_timeout
             waiter, member.join_waiter = member.join_waiter, None
@@ -503,10 +510,10 @@ class GroupCoordinator:
             waiter(JoinResult(ErrorCode.unknown_member_id, member.member_id))
         self._answer_sync(now, group, member, ErrorCode.unknown_member_id)
 
-    def _remove(self, now: float, group: _Group, member: _Member) -> None:
+    def _remove(self, now: float, group: _Group, member: _Member, reason: str) -> None:
         """A member left or its session expired: the others must rebalance."""
         self._drop(now, group, member)
         if group.state in (State.STABLE, State.COMPLETING):
-            self._prepare_rebalance(now, group)
+            self._prepare_rebalance(now, group, f"{member.member_id} {reason}")
         elif group.state is State.PREPARING:
             self._try_complete(now, group)
