@@ -16,7 +16,11 @@ from rich.table import Table
 
 from ._result import Result
 
-MODULES = ["benchmarks.partitioner_bench", "benchmarks.ordered_producer_bench"]
+MODULES = [
+    "benchmarks.partitioner_bench",
+    "benchmarks.ordered_producer_bench",
+    "benchmarks.expansion_bench",
+]
 
 
 def main(selected: list[str]) -> int:
@@ -34,7 +38,8 @@ def main(selected: list[str]) -> int:
     for column in ("benchmark", "ordo", "baseline", "ratio", "target"):
         table.add_column(column)
     for r in results:
-        table.add_row(r.name, r.ordo_text, r.baseline_text, f"{r.ratio:.2f}", r.target)
+        ratio = "-" if r.ratio != r.ratio else f"{r.ratio:.2f}"
+        table.add_row(r.name, r.ordo_text, r.baseline_text, ratio, r.target)
     console.print(table)
     return 0
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from ordo.testbed.kafka.broker import free_port
 
@@ -32,4 +33,22 @@ def kafka_bootstrap() -> Iterator[str]:
         yield f"127.0.0.1:{port}"
     finally:
         process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+
+@contextmanager
+def full_testbed(state_dir: Path) -> Iterator[tuple[str, Path]]:
+    """``ordo testbed up`` in its own process: (Kafka bootstrap, kubeconfig path)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli", "testbed", "up", "--kafka-port", "0", "--kube-port", "0",
+         "--state-dir", str(state_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        lines = dict(process.stdout.readline().strip().split("=", 1) for _ in range(3))
+        yield lines["KAFKA_BOOTSTRAP"], Path(lines["KUBECONFIG"])
+    finally:
+        process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

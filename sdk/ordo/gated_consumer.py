@@ -3,7 +3,7 @@ across a partition expansion (KIP-253, DESIGN.md §3 "The gate").
 
 A record of a new epoch is delivered only once every partition its key could have been in before
 is consumed by the group up to where that epoch began (its threshold). Until then its partition
-is paused and rewound to that record, while other partitions flow; the consumer polls the group's
+is paused and the records fetched for it are kept, while other partitions flow; it polls the group's
 committed offsets of the partitions it waits for, with backoff, and resumes when the gate opens.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,12 +31,15 @@ TP = tuple[str, int]
 
 @dataclass
 class _Held:
-    """A paused partition waiting for its gate."""
+    """A paused partition waiting for its gate, with the records fetched for it meanwhile (the
+    first one is the record whose gate is closed). Keeping them avoids a seek and a refetch,
+    which costs librdkafka most of a second."""
 
     gate: Gate
     since: float
     next_check: float
     backoff: float
+    buffer: list[Message]
 
 
 class GatedConsumer:
@@ -64,12 +68,17 @@ class GatedConsumer:
             raise ConfigError("GatedConsumer needs at least one topic")
         self._min_backoff, self._max_backoff = min_backoff, max_backoff
         self._consumer = Consumer({**config, "enable.auto.offset.store": False})
+        # Progress queries go over a connection of their own: on the consumer's, they would
+        # queue behind its fetch long-poll (fetch.wait.max.ms) and the gate would open late.
+        self._progress_config = {k: v for k, v in config.items() if not callable(v)}
+        self._progress_reader: Consumer | None = None
         client = {k: v for k, v in config.items() if k not in ("group.id", "group.instance.id")}
         self._owns_log = epoch_log is None
         self._log = epoch_log or EpochLog(client, epoch_topic)
         self._keepers: dict[str, GateKeeper | None] = {}
         self._open_until: dict[TP, float] = {}
         self._held: dict[TP, _Held] = {}
+        self._ready: deque[Message] = deque()  # admitted from a buffer, not yet handed out
         self._processed: dict[TP, int] = {}  # next offset to process, per partition we processed
         self._pending_store: list[Message] = []
         self._user_assign, self._user_revoke = on_assign, on_revoke
@@ -97,18 +106,30 @@ class GatedConsumer:
         """Up to ``num_messages`` admissible records."""
         self._store_processed()
         self._check_held()
-        wait = min(timeout, self._next_check_in()) if self._held else timeout
         admitted: list[Message] = []
-        for message in self._consumer.consume(num_messages, wait):
+        while self._ready and len(admitted) < num_messages:
+            admitted.append(self._ready.popleft())
+        if len(admitted) < num_messages:
+            wait = 0.0 if admitted else min(timeout, self._next_check_in()) if self._held else timeout
+            admitted += self._admit_all(self._consumer.consume(num_messages - len(admitted), wait))
+        self._pending_store = [m for m in admitted if m.error() is None]
+        return admitted
+
+    def _admit_all(self, messages: list[Message]) -> list[Message]:
+        """The admissible messages, in order; the rest wait in their partition's buffer."""
+        admitted: list[Message] = []
+        for message in messages:
             if message.error() is not None:
                 admitted.append(message)
                 continue
             tp, offset = _position(message)
-            if tp in self._held:
-                continue  # rewound: it will be fetched again when the gate opens
-            if offset < self._open_until.get(tp, -1) or self._admit(tp, offset):
+            held = self._held.get(tp)
+            if held is not None:
+                held.buffer.append(message)  # behind a closed gate: keep the partition's order
+            elif offset < self._open_until.get(tp, -1) or self._admit(tp, offset):
                 admitted.append(message)
-        self._pending_store = [m for m in admitted if m.error() is None]
+            else:
+                self._held[tp].buffer.append(message)
         return admitted
 
     def commit(self, asynchronous: bool = False) -> None:
@@ -134,6 +155,8 @@ class GatedConsumer:
     def close(self) -> None:
         self._store_processed()
         self._consumer.close()
+        if self._progress_reader is not None:
+            self._progress_reader.close()
         self._unsubscribe()
         if self._owns_log:
             self._log.close()
@@ -164,9 +187,8 @@ class GatedConsumer:
             self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
             return True
         now = time.monotonic()
-        self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff)
+        self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff, [])
         self._consumer.pause([TopicPartition(*tp)])
-        self._consumer.seek(TopicPartition(tp[0], tp[1], offset))
         return False
 
     def _gate(self, keeper: GateKeeper, tp: TP, offset: int, refresh: bool) -> Gate:
@@ -180,9 +202,12 @@ class GatedConsumer:
             return gate
         progress = dict(local)
         wanted = [TopicPartition(topic, p) for p in gate.waiting_for]
-        for committed in self._consumer.committed(wanted, timeout=5):
+        if self._progress_reader is None:
+            self._progress_reader = Consumer({**self._progress_config, "enable.auto.commit": False})
+        reader = self._progress_reader
+        for committed in reader.committed(wanted, timeout=5):
             position = committed.offset if committed.offset >= 0 else 0
-            low, _ = self._consumer.get_watermark_offsets(committed, timeout=5, cached=False)
+            low, _ = reader.get_watermark_offsets(committed, timeout=5, cached=False)
             progress[committed.partition] = max(progress.get(committed.partition, 0), position, low)
         return keeper.gate(tp[1], offset, progress)
 
@@ -203,7 +228,10 @@ class GatedConsumer:
                 self.gate_waits.append(now - held.since)
                 if keeper is not None:
                     self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
-                self._consumer.resume([TopicPartition(*tp)])
+                # the buffered records go first; a later one may meet the next epoch's gate
+                self._ready.extend(self._admit_all(held.buffer))
+                if tp not in self._held:
+                    self._consumer.resume([TopicPartition(*tp)])
             else:
                 held.backoff = min(held.backoff * 2, self._max_backoff)
                 held.next_check = now + held.backoff
@@ -242,8 +270,9 @@ class GatedConsumer:
         held = [tp for tp in partitions if (tp.topic, tp.partition) in self._held]
         if held:
             consumer.resume(held)  # see _assigned: never hand a paused partition back
-        for tp in partitions:  # what we processed stays known: it still counts for gates
-            key = (tp.topic, tp.partition)
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._ready = deque(m for m in self._ready if _position(m)[0] not in gone)
+        for key in gone:  # what we processed stays known: it still counts for gates
             self._held.pop(key, None)
             self._open_until.pop(key, None)
         if self._user_revoke is not None:

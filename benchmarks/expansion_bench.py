@@ -1,0 +1,178 @@
+"""Expansion costs, measured on the testbed with the real operator:
+
+- producer stall per expansion (first blocked produce -> first produce at the new count), p50/p99
+  over 20 expansions with 4 producers producing throughout;
+- GatedConsumer vs raw Consumer throughput with no gate closed, side by side;
+- gate opening latency (prior partition committed past its threshold -> gated partition delivering).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.gated_consumer import GatedConsumer
+from ordo.ordered_producer import OrderedProducer
+from ordo.testbed.operator import OperatorProcess
+from ordo.testbed.resources import Expansions
+
+from ._result import Result
+from ._testbed import full_testbed
+
+EXPANSIONS = 20
+PRODUCERS = 4
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _stalls(bootstrap: str, kubeconfig: Path, workdir: Path) -> list[float]:
+    api: Any = kubernetes.config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
+    core: Any = kubernetes.client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": "bench"}})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ensure_log_topics(admin)
+    admin.create_topics([NewTopic("stall", 2)])["stall"].result(10)
+    operator = OperatorProcess(kubeconfig, bootstrap, namespaces=["bench"], log_path=workdir / "operator.log")
+    operator.start()
+    producers = [OrderedProducer({"bootstrap.servers": bootstrap, "linger.ms": 2}, session_timeout=3.0)
+                 for _ in range(PRODUCERS)]  # fmt: skip
+    stop = threading.Event()
+
+    def produce(producer: OrderedProducer) -> None:
+        i = 0
+        while not stop.is_set():
+            producer.produce("stall", b"x" * 100, key=f"k{i % 1000}".encode())
+            i += 1
+            if i % 50 == 0:
+                producer.poll(0)
+                time.sleep(0.005)  # a steady ~10k rec/s per producer, not synchronisation
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in producers]
+    for t in threads:
+        t.start()
+    expansions = Expansions(kubernetes.client.CustomObjectsApi(api), "bench")
+    try:
+        for step in range(EXPANSIONS):
+            expansions.create(f"e{step}", "stall", 3 + step)
+            expansions.wait_phase(f"e{step}", "Completed", 60)
+            print(f"  expansion {step + 1}/{EXPANSIONS} done", flush=True)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        stalls = [held for p in producers for topic, held in p.stalls if topic == "stall"]
+        for p in producers:
+            p.close()
+        operator.stop()
+        api.close()
+    return stalls
+
+
+def _consume_rate(make: Any, total: int) -> float:
+    consumer = make()
+    got = 0
+    start = time.perf_counter()
+    while got < total:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is None:
+                got += 1
+    rate = total / (time.perf_counter() - start)
+    consumer.close()
+    return rate
+
+
+def _consumer_ratio(bootstrap: str) -> tuple[float, float]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("gated", 4)])["gated"].result(10)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000}
+    )
+    for i in range(200_000):
+        producer.produce("gated", b"x" * 100, key=str(i).encode(), partition=i % 4)
+    producer.flush(60)
+    # An expanded topic (2 -> 4, gates already open): every record goes through the gate's checks.
+    EpochLogWriter({"bootstrap.servers": bootstrap}).write(
+        EpochHistory.initial("gated", 2).begin_fence(4).publish({0: 0, 1: 0})
+    )
+    assign = [TopicPartition("gated", p, 0) for p in range(4)]
+    config = {"bootstrap.servers": bootstrap, "fetch.min.bytes": 100_000, "enable.auto.commit": False}
+    raw_rates, gated_rates = [], []
+    for run in range(3):
+
+        def raw(run: int = run) -> Consumer:
+            consumer = Consumer({**config, "group.id": f"raw-{run}"})
+            consumer.assign(assign)
+            return consumer
+
+        def gated(run: int = run) -> GatedConsumer:
+            return GatedConsumer({**config, "group.id": f"gated-{run}"}, ["gated"], assignment=assign)
+
+        raw_rates.append(_consume_rate(raw, 200_000))
+        gated_rates.append(_consume_rate(gated, 200_000))
+    return max(gated_rates), max(raw_rates)
+
+
+def _gate_latency(bootstrap: str, rounds: int = 10) -> list[float]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    latencies = []
+    for r in range(rounds):
+        topic = f"latency-{r}"
+        admin.create_topics([NewTopic(topic, 2)])[topic].result(10)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for _ in range(100):
+            producer.produce(topic, b"old", partition=0)
+        producer.flush(10)
+        history = EpochHistory.initial(topic, 2).begin_fence(4)
+        writer = EpochLogWriter({"bootstrap.servers": bootstrap})
+        writer.write(history)
+        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+        writer.write(history.publish({0: 100, 1: 0}))
+        fresh = Producer({"bootstrap.servers": bootstrap})
+        fresh.produce(topic, b"new", partition=2)
+        fresh.flush(10)
+        config = {"bootstrap.servers": bootstrap, "group.id": f"lat-{r}", "enable.auto.commit": False}
+        waiting = GatedConsumer(config, [topic], assignment=[TopicPartition(topic, 2, 0)])
+        deadline = time.monotonic() + 10
+        while not waiting.closed_gates() and time.monotonic() < deadline:
+            waiting.consume(10, 0.1)
+        other = Consumer(config)
+        other.commit(offsets=[TopicPartition(topic, 0, 100)], asynchronous=False)
+        committed = time.monotonic()
+        got: list[Any] = []
+        while not got and time.monotonic() < committed + 10:
+            got = [m for m in waiting.consume(10, 0.05) if m.error() is None]
+        latencies.append(time.monotonic() - committed)
+        other.close()
+        waiting.close()
+    return latencies
+
+
+def run() -> list[Result]:
+    with tempfile.TemporaryDirectory() as tmp, full_testbed(Path(tmp) / "bed") as (bootstrap, kubeconfig):
+        stalls = _stalls(bootstrap, kubeconfig, Path(tmp))
+        gated, raw = _consumer_ratio(bootstrap)
+        latencies = _gate_latency(bootstrap)
+    print(
+        f"  stalls: n={len(stalls)} p50={statistics.median(stalls):.3f}s p99={_percentile(stalls, 0.99):.3f}s"
+    )
+    print(f"  gate latency: p50={statistics.median(latencies):.3f}s max={max(latencies):.3f}s")
+    return [
+        Result("GatedConsumer vs raw Consumer, gates open", gated, raw, "rec/s", ">= 0.9"),
+        Result.absolute("producer stall per expansion, p50", statistics.median(stalls), "s", "-"),
+        Result.absolute("producer stall per expansion, p99", _percentile(stalls, 0.99), "s", "<= 1 s"),
+        Result.absolute("gate opening latency, p50", statistics.median(latencies), "s", "<= 0.5 s"),
+        Result.absolute("gate opening latency, max", max(latencies), "s", "<= 0.5 s"),
+    ]
