@@ -196,7 +196,9 @@ def register(settings: OperatorConfig) -> None:
                 _record(body, namespace, name, status, Step(state, None, step.reason, step.message), resource)
             if step.terminal:
                 return
-            if step.requeue:
+            if step.requeue and step.state.phase == ExpansionPhase.FENCING:
+                side.registry.wait_for_change(step.requeue)  # an acknowledgement wakes us at once
+            elif step.requeue:
                 stopped.wait(step.requeue)
 
 

@@ -47,6 +47,7 @@ class CompactedTopicReader(Generic[V]):
         self._listeners: list[Callable[[V], None]] = []
         self._changed = threading.Condition()
         self._caught_up = False
+        self._version = 0  # bumped on every accepted value
         self._consumer = Consumer(reader_config(kafka_config, f"reader-{topic}"))
         self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         self._stop = threading.Event()
@@ -99,6 +100,12 @@ class CompactedTopicReader(Generic[V]):
                 self._changed.wait(left)
             return True
 
+    def wait_for_change(self, timeout: float) -> bool:
+        """Wait until a new value is accepted (or ``timeout``); True if one was."""
+        with self._changed:
+            seen = self._version
+            return self._changed.wait_for(lambda: self._version != seen, timeout)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
@@ -144,6 +151,7 @@ class CompactedTopicReader(Generic[V]):
                 self._refuse(raw_key, reason)
                 return
             self._values[key] = value
+            self._version += 1
             listeners = list(self._listeners)
             self._changed.notify_all()
         for listener in listeners:
