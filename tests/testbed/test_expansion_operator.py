@@ -181,3 +181,14 @@ def test_a_second_expansion_of_the_topic_waits_for_the_first(env: Env) -> None:
     second = env.wait_phase("second", "Completed")
     assert (first["fromPartitions"], first["toPartitions"]) == (3, 4)
     assert (second["fromPartitions"], second["toPartitions"], second["epoch"]) == (4, 8, 2)
+
+
+def test_a_topic_of_round_robin_producers_only_is_expanded_without_a_fence(env: Env) -> None:
+    topic = env.kafka.create_topic(3)
+    with env.producer(partitioner="round_robin") as producer:
+        producer.produce(topic, b"x")
+        env.expansion("direct", topic, 5)
+        status = env.wait_phase("direct", "Completed")
+        assert "fenceWaitSeconds" not in status, "nothing to gate: no fence"
+        assert "NothingToGate" in env.events()
+        wait_for(lambda: producer.partitions_for(topic) == 5, 15, "the producer to use 5 partitions")
