@@ -40,7 +40,7 @@ class KafkaProxy:
         state_dir: Path | None = None,
         faults: FaultSet | None = None,
         group_min_session_timeout_ms: int = 1000,
-        group_initial_rebalance_delay_ms: int = 0,
+        group_initial_rebalance_delay_ms: int = 250,
     ) -> None:
         up_host, _, up_port = upstream.rpartition(":")
         self.config = Config(up_host, int(up_port), max_partitions, default_partitions, auto_create_topics)
