@@ -21,11 +21,6 @@ from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
-GROUPS_FLAKY = (
-    "Tansu's consumer-group coordinator hands one partition to two members and leaves others "
-    "unassigned after partitions are added (seen here: partitions 2 and 8 assigned to two consumers, "
-    "positions unset); the proxy is getting its own group coordinator"
-)
 
 STEPS = [4, 6, 12, 13]
 
@@ -134,7 +129,6 @@ def kafka_end(kafka: KafkaHandle, topic: str) -> int:
         consumer.close()
 
 
-@pytest.mark.skip(reason=GROUPS_FLAKY)
 def test_expansions_under_load_keep_every_key_in_order(
     kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], tmp_path: Path
 ) -> None:
