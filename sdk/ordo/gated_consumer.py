@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -76,6 +77,8 @@ class GatedConsumer:
         self._owns_log = epoch_log is None
         self._log = epoch_log or EpochLog(client, epoch_topic)
         self._keepers: dict[str, GateKeeper | None] = {}
+        self._cache_lock = threading.Lock()
+        self._history_version = 0
         self._open_until: dict[TP, float] = {}
         self._held: dict[TP, _Held] = {}
         self._ready: deque[Message] = deque()  # admitted from a buffer, not yet handed out
@@ -169,22 +172,31 @@ class GatedConsumer:
 
     # -- the gate ----------------------------------------------------------------------------
 
-    def _keeper(self, topic: str) -> GateKeeper | None:
-        if topic not in self._keepers:
-            history = self._log.history(topic)
-            self._keepers[topic] = GateKeeper(history) if history is not None else None
-        return self._keepers[topic]
+    def _keeper(self, topic: str) -> tuple[GateKeeper | None, int]:
+        """The topic's gate keeper and the history version it was built from."""
+        with self._cache_lock:
+            version = self._history_version
+            if topic in self._keepers:
+                return self._keepers[topic], version
+        history = self._log.history(topic)
+        keeper = GateKeeper(history) if history is not None else None
+        with self._cache_lock:
+            if version == self._history_version:  # else a newer history arrived: do not cache
+                self._keepers[topic] = keeper
+        return keeper, version
 
     def _admit(self, tp: TP, offset: int) -> bool:
-        keeper = self._keeper(tp[0])
+        # A record's verdict never changes with a newer history (its epoch and requirements are
+        # fixed once it exists); only what is cached for later records must not go stale.
+        keeper, version = self._keeper(tp[0])
         if keeper is None:  # ordo never expanded this topic: nothing to gate
-            self._open_until[tp] = math.inf
+            self._remember_open(tp, math.inf, version)
             return True
         gate = self._gate(keeper, tp, offset, refresh=False)
         if not gate.open:
             gate = self._gate(keeper, tp, offset, refresh=True)
         if gate.open:
-            self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
+            self._remember_open(tp, _epoch_end(keeper.history, tp[1], offset), version)
             return True
         now = time.monotonic()
         self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff, [])
@@ -216,7 +228,7 @@ class GatedConsumer:
         for tp, held in list(self._held.items()):
             if now < held.next_check:
                 continue
-            keeper = self._keeper(tp[0])
+            keeper, version = self._keeper(tp[0])
             offset = held.gate.offset
             if keeper is None:
                 gate_open = True
@@ -227,7 +239,7 @@ class GatedConsumer:
                 del self._held[tp]
                 self.gate_waits.append(now - held.since)
                 if keeper is not None:
-                    self._open_until[tp] = _epoch_end(keeper.history, tp[1], offset)
+                    self._remember_open(tp, _epoch_end(keeper.history, tp[1], offset), version)
                 # the buffered records go first; a later one may meet the next epoch's gate
                 self._ready.extend(self._admit_all(held.buffer))
                 if tp not in self._held:
@@ -253,10 +265,20 @@ class GatedConsumer:
     # -- events ------------------------------------------------------------------------------
 
     def _on_history(self, history: EpochHistory) -> None:
-        # called on the epoch log's thread: only drop caches (dict ops are atomic under the GIL)
-        self._keepers.pop(history.topic, None)
-        for tp in [tp for tp in self._open_until if tp[0] == history.topic]:
-            self._open_until.pop(tp, None)
+        # Called on the epoch log's thread. A gate evaluated meanwhile on the consumer's thread
+        # with the old history must not leave its verdict behind: the version says it is stale.
+        with self._cache_lock:
+            self._history_version += 1
+            self._keepers.pop(history.topic, None)
+            for tp in [tp for tp in self._open_until if tp[0] == history.topic]:
+                self._open_until.pop(tp, None)
+
+    def _remember_open(self, tp: TP, until: float, version: int) -> None:
+        """Cache that ``tp``'s records are open up to offset ``until``, unless the history changed
+        since ``version`` (the next record is then checked against the new history)."""
+        with self._cache_lock:
+            if version == self._history_version:
+                self._open_until[tp] = until
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # librdkafka keeps a partition's pause flag across revoke and re-assign: a partition that
