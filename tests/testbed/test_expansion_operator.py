@@ -54,6 +54,10 @@ class Env:
     def events(self) -> list[str]:
         return [e.reason for e in self.kube.core.list_namespaced_event(self.kube.namespace).items]
 
+    def wait_events(self, *reasons: str) -> None:
+        """kopf posts Events in the background: wait for them rather than expect them at once."""
+        wait_for(lambda: set(reasons) <= set(self.events()), 15, f"events {reasons}")
+
 
 @pytest.fixture
 def env(kafka: KafkaHandle, kube: Kube, tmp_path: Path) -> Iterator[Env]:
@@ -116,7 +120,7 @@ def test_expansion_under_load_completes_and_producers_switch(env: Env) -> None:
     finally:
         log.close()
     assert sum(sent) > 0
-    assert {"Fencing", "Fenced", "Completed"} <= set(env.events())
+    env.wait_events("Fencing", "Fenced", "Completed")
 
 
 @pytest.mark.parametrize(
@@ -135,7 +139,7 @@ def test_invalid_expansions_fail_and_change_nothing(
     env.expansion("bad", topic, partitions)
     status = env.wait_phase("bad", "Failed")
     assert message in status["message"]
-    assert reason in env.events()
+    env.wait_events(reason)
     topics = env.kafka.admin.list_topics(timeout=10).topics
     if topic_partitions:
         assert len(topics[topic].partitions) == topic_partitions
@@ -190,5 +194,5 @@ def test_a_topic_of_round_robin_producers_only_is_expanded_without_a_fence(env: 
         env.expansion("direct", topic, 5)
         status = env.wait_phase("direct", "Completed")
         assert "fenceWaitSeconds" not in status, "nothing to gate: no fence"
-        assert "NothingToGate" in env.events()
+        env.wait_events("NothingToGate")
         wait_for(lambda: producer.partitions_for(topic) == 5, 15, "the producer to use 5 partitions")
