@@ -1,4 +1,45 @@
 """Shared fixtures: the Kafka testbed (``kafka``) and the Kubernetes emulator (``kube``, ``pods``)."""
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ordo.epochs.log import ensure_log_topics
 from ordo.testbed.kafka.fixtures import *  # noqa: F403
+from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import *  # noqa: F403
+from ordo.testbed.kube.fixtures import Kube
+from ordo.testbed.operator import OperatorProcess
+
+
+@pytest.fixture
+def log_topics(kafka: KafkaHandle) -> tuple[str, str]:
+    """An epoch log and a producer registry of this test's own: (epoch topic, registry topic)."""
+    epochs, registry = kafka.topic("epochs"), kafka.topic("producers")
+    ensure_log_topics(kafka.admin, epochs, registry)
+    return epochs, registry
+
+
+@pytest.fixture
+def operator_process(
+    kafka: KafkaHandle, kube: Kube, log_topics: tuple[str, str], tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    """Makes (not starts) operator processes for this test's namespace and log topics; stops them."""
+    made: list[OperatorProcess] = []
+
+    def make(**env: str) -> OperatorProcess:
+        epochs, registry = log_topics
+        process = OperatorProcess(
+            kube.kubeconfig_path,
+            kafka.bootstrap,
+            namespaces=[kube.namespace],
+            env={"ORDO_EPOCH_TOPIC": epochs, "ORDO_REGISTRY_TOPIC": registry, **env},
+            log_path=tmp_path / "operator.log",
+        )
+        made.append(process)
+        return process
+
+    yield make
+    for process in made:
+        process.stop()

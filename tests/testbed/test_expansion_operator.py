@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ordo.epochs import EpochState
-from ordo.epochs.log import EpochLog, ensure_log_topics
+from ordo.epochs.log import EpochLog
 from ordo.epochs.registry import ProducerReport
 from ordo.ordered_producer import OrderedProducer
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -60,18 +59,15 @@ class Env:
 
 
 @pytest.fixture
-def env(kafka: KafkaHandle, kube: Kube, tmp_path: Path) -> Iterator[Env]:
-    epochs, registry = kafka.topic("epochs"), kafka.topic("producers")
-    ensure_log_topics(kafka.admin, epochs, registry)
-    operator = OperatorProcess(
-        kube.kubeconfig_path,
-        kafka.bootstrap,
-        namespaces=[kube.namespace],
-        env={"ORDO_EPOCH_TOPIC": epochs, "ORDO_REGISTRY_TOPIC": registry, "ORDO_MAX_PARTITIONS": "64"},
-        log_path=tmp_path / "operator.log",
-    ).start()
+def env(
+    kafka: KafkaHandle,
+    kube: Kube,
+    log_topics: tuple[str, str],
+    operator_process: Callable[..., OperatorProcess],
+) -> Iterator[Env]:
+    operator = operator_process(ORDO_MAX_PARTITIONS="64").start()
     try:
-        yield Env(kafka, kube, operator, epochs, registry)
+        yield Env(kafka, kube, operator, *log_topics)
     finally:
         operator.stop()
         print(operator.log_text()[-4000:])

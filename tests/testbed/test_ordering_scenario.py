@@ -6,13 +6,12 @@ partitioner, no gate) shows reorderings, so the check can fail."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ordo.epochs.log import ensure_log_topics
 from ordo.scenario.verify import Verdict
 from ordo.scenario.workload import Workload
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -26,18 +25,10 @@ STEPS = [4, 6, 12, 13]
 
 
 @pytest.fixture
-def operator(kafka: KafkaHandle, kube: Kube, tmp_path: Path) -> Iterator[tuple[OperatorProcess, str, str]]:
-    epochs, registry = kafka.topic("epochs"), kafka.topic("producers")
-    ensure_log_topics(kafka.admin, epochs, registry)
-    process = OperatorProcess(
-        kube.kubeconfig_path,
-        kafka.bootstrap,
-        namespaces=[kube.namespace],
-        env={"ORDO_EPOCH_TOPIC": epochs, "ORDO_REGISTRY_TOPIC": registry},
-        log_path=tmp_path / "operator.log",
-    ).start()
-    yield process, epochs, registry
-    process.stop()
+def operator(
+    log_topics: tuple[str, str], operator_process: Callable[..., OperatorProcess]
+) -> tuple[OperatorProcess, str, str]:
+    return operator_process().start(), *log_topics
 
 
 def _expand(kube: Kube, topic: str, partitions: int) -> None:
@@ -72,21 +63,14 @@ def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, s
     try:
         # Producers first; consumers join after two expansions, so they read a backlog that spans
         # epochs while the later expansions happen live.
-        producers_only = Workload(
-            kafka.bootstrap, topic, directory, producers=4, consumers=0, keys=1000, rate=250,
-            plain=plain, epoch_topic=epochs, registry_topic=registry,
-        )  # fmt: skip
-        producers_only.start()
-        workload.producers = producers_only.producers
+        workload.start_producers()
         started = time.monotonic()
         wait_for(lambda: kafka_end(kafka, topic) > 2000, 30, "a first backlog")
         print(f"backlog in {time.monotonic() - started:.1f}s")
         for partitions in STEPS[:2]:
             _expand(kube, topic, partitions)
         started = time.monotonic()
-        workload.consumers = [workload._spawn("consumer", argv) for argv in workload._consumer_argv]
-        for process in workload.consumers:
-            assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        workload.start_consumers()
         print(f"consumers ready in {time.monotonic() - started:.1f}s")
         for partitions in STEPS[2:]:
             _expand(kube, topic, partitions)

@@ -60,13 +60,14 @@ class Workload:
         return self.directory / f"consumer-{index}.log"
 
     def start(self) -> Workload:
-        self.consumers = [self._spawn("consumer", argv) for argv in self._consumer_argv]
-        self.producers = [self._spawn("producer", argv) for argv in self._producer_argv]
-        for process in self.consumers + self.producers:
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            if line.strip() != "ready":
-                raise RuntimeError(f"workload process {process.args!r} did not start: {line!r}")
+        return self.start_consumers().start_producers()
+
+    def start_producers(self) -> Workload:
+        self.producers = _ready([self._spawn("producer", argv) for argv in self._producer_argv])
+        return self
+
+    def start_consumers(self) -> Workload:
+        self.consumers = _ready([self._spawn("consumer", argv) for argv in self._consumer_argv])
         return self
 
     def _spawn(self, program: str, argv: Sequence[str]) -> subprocess.Popen[str]:
@@ -108,6 +109,16 @@ class Workload:
         _stop(self.consumers)
         delivered = read_delivered(self.delivered_paths())
         return verify(delivered, [self.processed_path(i) for i in range(len(self.consumers))])
+
+
+def _ready(processes: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
+    """Wait until each program says it is ready (a line on stdout)."""
+    for process in processes:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"workload process {process.args!r} did not start: {line!r}")
+    return processes
 
 
 def _stop(processes: list[subprocess.Popen[str]]) -> None:
