@@ -1,6 +1,6 @@
 """Produce/consume throughput through the testbed proxy vs directly to Tansu; prints the ratios.
 
-.venv/bin/python benchmarks/kafka_proxy_bench.py [--records 200000] [--size 100]
+.venv/bin/python -m benchmarks.kafka_proxy_bench [--records 200000] [--size 100]
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ordo.testbed.kafka import KafkaTestbed
+
+from ._result import Result
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
@@ -53,11 +55,8 @@ def consume(bootstrap: str, topic: str, records: int) -> float:
     return rate
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=100)
-    args = parser.parse_args()
+def measure(records: int, size: int) -> dict[str, tuple[float, float]]:
+    """(produce, consume) records/s directly to Tansu and through the proxy."""
     with KafkaTestbed() as bed:
         print(f"testbed start-up: {bed.startup_seconds:.3f}s")
         results = {}
@@ -65,14 +64,29 @@ def main() -> None:
             topic = f"bench-{label}"
             admin = AdminClient({"bootstrap.servers": bootstrap})
             admin.create_topics([NewTopic(topic, 4)])[topic].result(10)
-            results[label] = (
-                produce(bootstrap, topic, args.records, args.size),
-                consume(bootstrap, topic, args.records),
-            )
-            rates = results[label]
-            print(f"{label:6s} produce {rates[0]:>10,.0f} rec/s   consume {rates[1]:>10,.0f} rec/s")
-        (dp, dc), (pp, pc) = results["direct"], results["proxy"]
-        print(f"ratio proxy/direct: produce {pp / dp:.2f}   consume {pc / dc:.2f}")
+            results[label] = (produce(bootstrap, topic, records, size), consume(bootstrap, topic, records))
+        return results
+
+
+def run() -> list[Result]:
+    results = measure(100_000, 100)
+    (dp, dc), (pp, pc) = results["direct"], results["proxy"]
+    return [
+        Result("testbed proxy produce (vs direct Tansu)", pp, dp, "rec/s"),
+        Result("testbed proxy consume (vs direct Tansu)", pc, dc, "rec/s"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    args = parser.parse_args()
+    results = measure(args.records, args.size)
+    for label, rates in results.items():
+        print(f"{label:6s} produce {rates[0]:>10,.0f} rec/s   consume {rates[1]:>10,.0f} rec/s")
+    (dp, dc), (pp, pc) = results["direct"], results["proxy"]
+    print(f"ratio proxy/direct: produce {pp / dp:.2f}   consume {pc / dc:.2f}")
 
 
 if __name__ == "__main__":
