@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from .epochs import EpochHistory, Gate, GateKeeper
+from .epochs import EpochHistory, Gate, GateKeeper, stamped_epoch
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
 from .errors import ConfigError
 
@@ -41,6 +41,8 @@ class _Held:
     next_check: float
     backoff: float
     buffer: list[Message]
+    stamped: int | None = None
+    """Set when the first record carries an epoch the epoch log has not shown yet."""
 
 
 class GatedConsumer:
@@ -129,6 +131,11 @@ class GatedConsumer:
             held = self._held.get(tp)
             if held is not None:
                 held.buffer.append(message)  # behind a closed gate: keep the partition's order
+                continue
+            headers = message.headers()
+            stamped = stamped_epoch(headers) if headers is not None else None
+            if stamped is not None and stamped > self._known_epoch(tp[0]):
+                self._hold(tp, Gate(tp[1], offset, None), stamped).buffer.append(message)
             elif offset < self._open_until.get(tp, -1) or self._admit(tp, offset):
                 admitted.append(message)
             else:
@@ -198,10 +205,21 @@ class GatedConsumer:
         if gate.open:
             self._remember_open(tp, _epoch_end(keeper.history, tp[1], offset), version)
             return True
-        now = time.monotonic()
-        self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff, [])
-        self._consumer.pause([TopicPartition(*tp)])
+        self._hold(tp, gate)
         return False
+
+    def _hold(self, tp: TP, gate: Gate, stamped: int | None = None) -> _Held:
+        """Pause ``tp`` behind ``gate`` (or until the epoch log knows epoch ``stamped``)."""
+        now = time.monotonic()
+        held = self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff, [], stamped)
+        self._consumer.pause([TopicPartition(*tp)])
+        return held
+
+    def _known_epoch(self, topic: str) -> int:
+        """The newest active epoch of ``topic`` in this consumer's view of the epoch log (0 for
+        a topic ordo never expanded, which its producers stamp as epoch 0)."""
+        history = self._log.history(topic)
+        return history.active.epoch if history is not None else 0
 
     def _gate(self, keeper: GateKeeper, tp: TP, offset: int, refresh: bool) -> Gate:
         """The gate of a record, from how far partitions have been processed: by this consumer
@@ -228,18 +246,14 @@ class GatedConsumer:
         for tp, held in list(self._held.items()):
             if now < held.next_check:
                 continue
-            keeper, version = self._keeper(tp[0])
-            offset = held.gate.offset
-            if keeper is None:
-                gate_open = True
+            if held.stamped is not None and held.stamped > self._known_epoch(tp[0]):
+                gate_open = False  # the epoch log is still behind the record's producer
             else:
-                held.gate = self._gate(keeper, tp, offset, refresh=True)
-                gate_open = held.gate.open
+                held.stamped = None
+                gate_open = self._reopens(tp, held)
             if gate_open:
                 del self._held[tp]
                 self.gate_waits.append(now - held.since)
-                if keeper is not None:
-                    self._remember_open(tp, _epoch_end(keeper.history, tp[1], offset), version)
                 # the buffered records go first; a later one may meet the next epoch's gate
                 self._ready.extend(self._admit_all(held.buffer))
                 if tp not in self._held:
@@ -247,6 +261,17 @@ class GatedConsumer:
             else:
                 held.backoff = min(held.backoff * 2, self._max_backoff)
                 held.next_check = now + held.backoff
+
+    def _reopens(self, tp: TP, held: _Held) -> bool:
+        """Re-evaluate a held partition's gate with the group's progress now."""
+        keeper, version = self._keeper(tp[0])
+        offset = held.gate.offset
+        if keeper is None:
+            return True
+        held.gate = self._gate(keeper, tp, offset, refresh=True)
+        if held.gate.open:
+            self._remember_open(tp, _epoch_end(keeper.history, tp[1], offset), version)
+        return held.gate.open
 
     def _next_check_in(self) -> float:
         return max(0.0, min(h.next_check for h in self._held.values()) - time.monotonic())

@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from .epochs import EpochHistory, EpochState
+from .epochs import EpochHistory, EpochState, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
 from .errors import ConfigError, ProduceBlockedError, ProducerClosedError
@@ -34,15 +34,37 @@ DeliveryCallback = Callable[[KafkaError | None, Any], None]
 class _TopicState:
     """Where one topic stands for this producer: its partition count and whether it is fenced."""
 
-    __slots__ = ("acked_fence", "blocked", "epoch", "fence_epoch", "partitions", "writable")
+    __slots__ = (
+        "acked_fence",
+        "blocked",
+        "epoch",
+        "fence_epoch",
+        "partitions",
+        "stamp",
+        "unstamped",
+        "writable",
+    )
 
     def __init__(self, partitions: int, epoch: int) -> None:
         self.partitions = partitions
         self.epoch = epoch
+        self.stamp: list[tuple[str, bytes]] = []
+        self.unstamped: set[int] = set()
         self.blocked = False
         self.fence_epoch = -1  # the fencing epoch this producer has stopped for
         self.acked_fence = -1  # the fencing epoch it reported as acknowledged
         self.writable = False  # not blocked, producer not self-fenced nor closed (kept under the gate)
+        self.enter_epoch(epoch, partitions)
+
+    def enter_epoch(self, epoch: int, partitions: int) -> None:
+        """Produce with ``epoch`` from now on. The first record this producer sends to each
+        partition in an epoch carries the epoch stamp (ordo.epochs.stamp): a partition's first
+        record of an epoch is some producer's first there, so consumers see the stamp before any
+        other record of that epoch; stamping every record would halve throughput (measured)."""
+        if epoch != self.epoch or not self.stamp:
+            self.unstamped = set(range(partitions))
+        self.partitions, self.epoch = partitions, epoch
+        self.stamp = stamp(epoch)
 
 
 class OrderedProducer:
@@ -138,6 +160,9 @@ class OrderedProducer:
                     chosen = h % state.partitions if h is not None else self._hash_partition(key, state)  # type: ignore[arg-type]
                 else:
                     chosen = self._partitioner.partition(key, state.partitions, partition)  # type: ignore[arg-type]
+                if state.unstamped and chosen in state.unstamped:
+                    headers = _with_stamp(headers, state.stamp)
+                    state.unstamped.discard(chosen)
                 if on_delivery is None and headers is None and not timestamp:
                     try:
                         raw.produce(topic, value, key, chosen)
@@ -145,7 +170,13 @@ class OrderedProducer:
                     except BufferError:
                         raw.poll(0.05)  # local queue full: serve delivery callbacks, then retry below
                 raw.produce(
-                    topic, value, key, chosen, on_delivery=on_delivery, timestamp=timestamp, headers=headers
+                    topic,
+                    value,
+                    key,
+                    chosen,
+                    on_delivery=on_delivery,
+                    timestamp=timestamp,
+                    headers=headers,
                 )
                 return
             except KafkaException as error:
@@ -311,8 +342,7 @@ class OrderedProducer:
                 self._refresh_writable()
                 return state.acked_fence < current.epoch
             state.blocked = False
-            state.partitions = history.active.partitions
-            state.epoch = history.active.epoch
+            state.enter_epoch(history.active.epoch, history.active.partitions)
             self._refresh_writable()
             return False
 
@@ -393,3 +423,11 @@ class OrderedProducer:
             return False
         self._reporter.flush(timeout)
         return bool(result) and result[0] is None
+
+
+def _with_stamp(headers: Any, epoch_stamp: list[tuple[str, bytes]]) -> list[Any]:
+    """The caller's headers (a list of pairs or a dict) followed by the epoch stamp."""
+    if headers is None:
+        return epoch_stamp
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    return pairs + epoch_stamp

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from ordo.epochs import EpochHistory
+from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -126,3 +126,33 @@ def test_gate_opens_when_another_member_commits_the_prior_partition(
         assert latency < 5, f"gate opened {latency:.2f}s after the commit"
     finally:
         waiting.close()
+
+
+def test_a_record_stamped_with_an_epoch_the_log_has_not_shown_waits_for_the_log(kafka: KafkaHandle) -> None:
+    """A consumer whose epoch log lags the producers: partition 0 carries epoch-1 records from
+    offset 5 on (the first one stamped), but its log still shows epoch 0 only. Judged by that
+    log the records would pass; the stamp holds them until the log shows epoch 1."""
+    epochs = kafka.topic("epochs")
+    ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
+    topic = kafka.create_topic(2)
+    history = EpochHistory.initial(topic, 2)
+    writer = EpochLogWriter(kafka.config(), epochs)
+    writer.write(history)
+    producer = Producer(kafka.config(linger_ms=1))
+    for i in range(10):
+        headers = stamp(1) if i == 5 else None
+        producer.produce(topic, f"r{i}".encode(), partition=0, headers=headers)
+    assert producer.flush(30) == 0
+    try:
+        with GatedConsumer(
+            _config(kafka), [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 0, 0)]
+        ) as consumer:
+            assert [m.value() for m in _drain(consumer, 5)] == [f"r{i}".encode() for i in range(5)]
+            assert _drain(consumer, 1, timeout=1) == []
+            assert consumer.closed_gates()[(topic, 0)].unknown_epoch
+            kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+            writer.write(history.begin_fence(4).publish({0: 5, 1: 0}))
+            assert [m.value() for m in _drain(consumer, 5)] == [f"r{i}".encode() for i in range(5, 10)]
+            assert consumer.closed_gates() == {}
+    finally:
+        writer.close()

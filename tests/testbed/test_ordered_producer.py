@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from ordo.epochs import EpochHistory
+from ordo.epochs import EpochHistory, stamped_epoch
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.epochs.registry import ProducerRegistry
 from ordo.errors import ConfigError, ProduceBlockedError, ProducerClosedError
@@ -19,6 +19,8 @@ from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
 from ordo.testbed.kafka import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import consume
+from ordo.testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 
@@ -109,6 +111,39 @@ def test_a_fence_blocks_produce_until_the_epoch_is_published(setup: Setup) -> No
         blocked_thread.join()
         assert producer.partitions_for(setup.topic) == 6
         assert producer.stalls and producer.stalls[-1][0] == setup.topic
+
+
+def test_the_first_record_per_partition_of_each_epoch_is_stamped(setup: Setup) -> None:
+    history = EpochHistory.initial(setup.topic, 3)
+    setup.writer.write(history)
+    keys = [f"k{i}".encode() for i in range(60)]
+    with setup.producer() as producer:
+        for key in keys:
+            producer.produce(setup.topic, b"epoch-0", key=key)
+        assert producer.flush(10) == 0
+        fenced = history.begin_fence(4)
+        setup.writer.write(fenced)
+        setup.grow_broker(4)
+        setup.writer.write(fenced.publish(_partitions_written(setup.kafka, setup.topic, 3)))
+        assert wait_for(lambda: producer.partitions_for(setup.topic) == 4, 10)
+        for key in keys:
+            producer.produce(setup.topic, b"epoch-1", key=key, headers={"app": b"kept"})
+        assert producer.flush(10) == 0
+    consumer = Consumer(setup.kafka.config(group_id=setup.kafka.topic("g"), auto_offset_reset="earliest"))
+    consumer.assign([TopicPartition(setup.topic, p, 0) for p in range(4)])
+    messages = consume(consumer, 2 * len(keys))
+    consumer.close()
+    stamps: dict[tuple[int, int], list[int]] = {}  # (partition, stamped epoch) -> offsets
+    for m in messages:
+        epoch = stamped_epoch(m.headers())
+        if epoch is not None:
+            stamps.setdefault((m.partition(), epoch), []).append(m.offset())
+        if m.value() == b"epoch-1":
+            assert ("app", b"kept") in (m.headers() or []), "the caller's headers are kept"
+    first = {}
+    for m in messages:
+        first.setdefault((m.partition(), m.value()), m.offset())
+    assert stamps == {(p, int(v[-1:])): [o] for (p, v), o in first.items()}, "one stamp: the first record"
 
 
 def test_blocked_longer_than_the_timeout_raises_and_sends_nothing(setup: Setup) -> None:

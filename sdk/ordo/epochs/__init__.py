@@ -5,5 +5,17 @@ The pure part lives here; the epoch log and producer registry clients build on i
 
 from .gate import Gate, GateKeeper
 from .history import Epoch, EpochError, EpochHistory, EpochState, prior_map
+from .stamp import EPOCH_HEADER, stamp, stamped_epoch
 
-__all__ = ["Epoch", "EpochError", "EpochHistory", "EpochState", "Gate", "GateKeeper", "prior_map"]
+__all__ = [
+    "EPOCH_HEADER",
+    "Epoch",
+    "EpochError",
+    "EpochHistory",
+    "EpochState",
+    "Gate",
+    "GateKeeper",
+    "prior_map",
+    "stamp",
+    "stamped_epoch",
+]
