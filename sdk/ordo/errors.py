@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConsumerClosedError",
     "NotOwnedError",
     "OrdoError",
     "ProduceBlockedError",
@@ -41,3 +42,7 @@ class NotOwnedError(OrdoError):
 class TransactionScopeError(OrdoError):
     """A write outside what the transaction declared (KIP-609): nothing was sent, the
     transaction is aborted."""
+
+
+class ConsumerClosedError(OrdoError):
+    """The consumer was closed, or its fetcher failed (the cause is chained); create a new one."""

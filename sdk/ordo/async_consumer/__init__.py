@@ -1,0 +1,10 @@
+"""AsyncConsumer (KIP-983): full-speed asynchronous processing during cooperative rebalances.
+
+The pure parts (``offsets``, ``scheduler``, ``commits``, ``revocations``) are tested without Kafka;
+``consumer`` is the thin shell over confluent-kafka. See docs/async_consumer.md.
+"""
+
+from .consumer import TP, AsyncConsumer, Batch
+from .scheduler import ORDERINGS, Ordering
+
+__all__ = ["ORDERINGS", "TP", "AsyncConsumer", "Batch", "Ordering"]

@@ -1,0 +1,462 @@
+"""AsyncConsumer: KIP-983's consumer API over confluent-kafka (DESIGN.md §4, docs/async_consumer.md).
+
+confluent-kafka runs rebalance callbacks inside ``consume()`` and completes a revocation when the
+callback returns. So librdkafka is polled on a thread of the SDK (the *fetcher*), which buffers
+records ahead. When partitions are revoked, the fetcher waits inside the callback until the user's
+work on them is finished (KIP-983's two-step revocation, ``revocations.py``) or their deadline
+passes (then they are lost), while the user's ``poll()`` keeps handing out buffered records of the
+partitions that stay. Every confluent-kafka call is made on the fetcher thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from ..errors import ConfigError, ConsumerClosedError
+from .commits import CommitPolicy, to_commit
+from .offsets import OffsetTracker
+from .revocations import Revocations
+from .scheduler import ORDERINGS, Ordering, Scheduler
+
+__all__ = ["TP", "AsyncConsumer", "Batch"]
+
+_log = logging.getLogger(__name__)
+TP = tuple[str, int]
+"""(topic, partition)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One poll's result (KIP-983 Variant 1: records and rebalance news together)."""
+
+    records: list[Message]
+    to_be_revoked: frozenset[TP] = frozenset()
+    """Being revoked: no more records of them come; their revocation completes at the next poll
+    unless ``delay_revoke`` is called for them before it."""
+    lost: frozenset[TP] = frozenset()
+    """Lost since the last poll: stop their work, it will not be committed."""
+    errors: list[KafkaError] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.to_be_revoked or self.lost or self.errors)
+
+
+class _Owned:
+    """A partition this consumer owns: its offsets and whether it is being revoked or paused."""
+
+    __slots__ = ("paused", "revoking", "tracker")
+
+    def __init__(self) -> None:
+        self.tracker = OffsetTracker()
+        self.revoking = False
+        self.paused = False
+
+
+class AsyncConsumer:
+    """Consume ``topics`` for asynchronous processing (KIP-983).
+
+    ``poll()`` returns a ``Batch``; call ``done(record)`` when a record is processed (from any
+    thread). ``ordering``: ``partition`` (a partition's records one at a time, in order), ``key``
+    (in order per key, keys in parallel), ``unordered``. At most ``max_in_flight`` records are
+    handed out and not done; at most about ``max_buffered`` more are fetched ahead (partitions
+    are paused beyond that, nothing is dropped). The buffer is what keeps ``poll()`` delivering
+    while a revocation waits: size it as docs/async_consumer.md explains.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        topics: Iterable[str],
+        *,
+        ordering: Ordering = "key",
+        max_in_flight: int = 10_000,
+        max_buffered: int = 20_000,
+        commit_interval: float = 1.0,
+        commit_every: int = 10_000,
+        revoke_timeout: float = 60.0,
+        fetch_batch: int = 1_000,
+    ) -> None:
+        self.topics = list(topics)
+        _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
+        self.ordering: Ordering = ordering
+        self.max_in_flight = max_in_flight
+        self.max_buffered = max_buffered
+        self.revoke_timeout = revoke_timeout
+        self._fetch_batch = fetch_batch
+        self._user_on_commit: Callable[..., None] | None = config.get("on_commit")
+        self._consumer = Consumer(
+            {
+                "partition.assignment.strategy": "cooperative-sticky",
+                **config,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "on_commit": self._on_commit,
+            }
+        )
+        self._cond = threading.Condition()
+        self._owned: dict[TP, _Owned] = {}
+        self._scheduler: Scheduler[TP, Message] = Scheduler(ordering)
+        self._in_flight: dict[tuple[str, int, int], Message] = {}
+        self._revocations: Revocations[TP] = Revocations()
+        self._snapshots: dict[TP, int | None] = {}  # positions of completed revocations, to commit
+        self._policy = CommitPolicy(commit_interval, commit_every, time.monotonic())
+        self._committed: dict[TP, int] = {}
+        self._errors: list[KafkaError] = []
+        self._failure: BaseException | None = None
+        self._poll_waiting = False
+        self._closing = False
+        self._stop = threading.Event()
+        self.revocation_waits: list[float] = []
+        """Seconds each revocation held the fetcher (request -> completed or lost)."""
+        self._consumer.subscribe(
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self._fetcher = threading.Thread(target=self._run, name="ordo-async-consumer", daemon=True)
+        self._fetcher.start()
+
+    # -- the user's side ---------------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0, max_records: int = 1_000) -> Batch:
+        """Records that may be processed now (per the ordering mode and ``max_in_flight``), with
+        the partitions being revoked and those lost. Returns early when a revocation starts."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._check_usable()
+            if self._revocations.pending:
+                self._complete(self._revocations.start_poll())
+            while True:
+                room = min(max_records, self.max_in_flight - len(self._in_flight))
+                taken = self._scheduler.take(room) if room > 0 else []
+                if taken or self._errors or self._revocations.has_news():
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._poll_waiting = True
+                self._cond.wait(left)
+                self._poll_waiting = False
+                self._check_usable()
+            in_flight = self._in_flight
+            records = []
+            for tp, message in taken:
+                in_flight[(tp[0], tp[1], message.offset())] = message  # type: ignore[index]
+                records.append(message)
+            to_be_revoked, lost = self._revocations.report()
+            errors, self._errors = self._errors, []
+        return Batch(records, to_be_revoked, lost, errors)
+
+    def done(self, record: Message) -> None:
+        """``record`` is processed. Records of lost or revoked partitions are ignored."""
+        # data records always have these (the stubs say Optional for error events)
+        topic: str = record.topic()  # type: ignore[assignment]
+        partition: int = record.partition()  # type: ignore[assignment]
+        offset: int = record.offset()  # type: ignore[assignment]
+        with self._cond:
+            if self._in_flight.get((topic, partition, offset)) is not record:
+                return  # not handed out by this consumer's current ownership (stale, repeated)
+            del self._in_flight[(topic, partition, offset)]
+            tp = (topic, partition)
+            self._owned[tp].tracker.done(offset)
+            self._scheduler.release(tp, record.key())
+            self._policy.pending += 1
+            if self._poll_waiting:
+                self._cond.notify_all()
+
+    def delay_revoke(self, partitions: Iterable[TP]) -> bool:
+        """Postpone the revocation of ``partitions`` to the poll after the next one. False when
+        any of them is lost or no longer owned (stop its work: it will not be committed)."""
+        with self._cond:
+            return self._revocations.delay(partitions)
+
+    def unfinished(self, partitions: Iterable[TP] | None = None) -> set[TP]:
+        """Partitions (of ``partitions``, default all) with records handed out and not done."""
+        with self._cond:
+            busy = {(t, p) for t, p, _ in self._in_flight}
+        return busy if partitions is None else busy & set(partitions)
+
+    def assignment(self) -> set[TP]:
+        """Partitions owned now, including those being revoked."""
+        with self._cond:
+            return set(self._owned)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def buffered(self) -> int:
+        return self._scheduler.total
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop handing out records, wait up to ``timeout`` for the ones handed out, commit what
+        is done and leave the group."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            while self._in_flight and self._failure is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    _log.warning("closing with %d records not done; they will be consumed again",
+                                 len(self._in_flight))  # fmt: skip
+                    break
+                self._poll_waiting = True
+                self._cond.wait(min(left, 0.1))
+            self._poll_waiting = False
+            self._cond.notify_all()
+        self._stop.set()
+        self._fetcher.join(max(1.0, deadline - time.monotonic()) + 10)
+
+    def __enter__(self) -> AsyncConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- asyncio -----------------------------------------------------------------------------
+
+    async def poll_async(self, timeout: float = 1.0, max_records: int = 1_000) -> Batch:
+        """``poll`` without blocking the event loop (it waits on a worker thread)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.poll, timeout, max_records)
+
+    def __aiter__(self) -> AsyncIterator[Batch]:
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[Batch]:
+        """``async for batch in consumer``: every non-empty batch until the consumer is closed."""
+        while not self._closing:
+            try:
+                batch = await self.poll_async(0.1)
+            except ConsumerClosedError:
+                if self._failure is not None:
+                    raise
+                return
+            if batch:
+                yield batch
+
+    # -- called with the lock held -----------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise ConsumerClosedError(f"the AsyncConsumer failed: {self._failure}") from self._failure
+        if self._closing:
+            raise ConsumerClosedError("the AsyncConsumer is closed; create a new one")
+
+    def _complete(self, partitions: Iterable[TP]) -> None:
+        """Revocations completed by the user's poll: keep each position for the fetcher to
+        commit, and forget the partition (later ``done`` calls for it are ignored)."""
+        for tp in partitions:
+            self._snapshots[tp] = self._forget(tp)
+        self._cond.notify_all()
+
+    def _forget(self, tp: TP) -> int | None:
+        owned = self._owned.pop(tp, None)
+        self._scheduler.drop(tp)
+        for key in [k for k in self._in_flight if k[0] == tp[0] and k[1] == tp[1]]:
+            del self._in_flight[key]
+        return owned.tracker.position if owned is not None else None
+
+    # -- the fetcher thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        try:
+            while not self._stop.is_set():
+                self._service(consumer)
+                messages = consumer.consume(self._fetch_batch, 0.05)
+                if messages:
+                    self._ingest(messages)
+        except BaseException as error:  # surfaced by the user's next poll()
+            _log.exception("AsyncConsumer fetcher failed")
+            with self._cond:
+                self._failure = error
+                self._cond.notify_all()
+        finally:
+            self._shutdown(consumer)
+
+    def _ingest(self, messages: list[Message]) -> None:
+        owned = self._owned
+        scheduler = self._scheduler
+        by_key = self.ordering == "key"
+        with self._cond:
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        self._errors.append(error)
+                    continue
+                tp: TP = (message.topic(), message.partition())  # type: ignore[assignment]
+                state = owned.get(tp)
+                if state is None or state.revoking:
+                    continue  # fetched before the revocation: the next owner reads it
+                state.tracker.add(message.offset())  # type: ignore[arg-type]
+                scheduler.add(tp, message.key() if by_key else None, message)
+            if self._poll_waiting:
+                self._cond.notify_all()
+
+    def _service(self, consumer: Consumer) -> None:
+        """Between fetches: back-pressure by pausing partitions whose buffer is full (resumed at
+        half), and the aggregated asynchronous commit."""
+        pause: list[TopicPartition] = []
+        resume: list[TopicPartition] = []
+        with self._cond:
+            owned = self._owned
+            high = max(1, self.max_buffered // max(1, len(owned)))
+            for tp, state in owned.items():
+                if state.revoking:
+                    continue
+                buffered = self._scheduler.buffered(tp)
+                if not state.paused and buffered >= high:
+                    state.paused = True
+                    pause.append(TopicPartition(*tp))
+                elif state.paused and buffered <= high // 2:
+                    state.paused = False
+                    resume.append(TopicPartition(*tp))
+        if pause:
+            consumer.pause(pause)
+        if resume:
+            consumer.resume(resume)
+        self._commit_due(consumer)
+
+    def _commit_due(self, consumer: Consumer) -> None:
+        now = time.monotonic()
+        with self._cond:
+            if not self._policy.due(now):
+                return
+            offsets = to_commit({tp: s.tracker.position for tp, s in self._owned.items()}, self._committed)
+            self._committed.update(offsets)
+            self._policy.committed(now)
+        if offsets:
+            commit = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+            consumer.commit(offsets=commit, asynchronous=True)
+
+    def _commit_sync(self, consumer: Consumer, offsets: Mapping[TP, int | None]) -> None:
+        with self._cond:
+            wanted = to_commit(offsets, self._committed)
+        if not wanted:
+            return
+        try:
+            result = consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in wanted.items()], asynchronous=False
+            )
+        except KafkaException as error:
+            _log.error("commit of revoked partitions failed (%s): their records are read again", error)
+            return
+        failed = [tp for tp in result or () if tp.error is not None]
+        if failed:
+            _log.error("commit of revoked partitions failed for %s", failed)
+        with self._cond:
+            self._committed.update(wanted)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if error is not None or any(tp.error is not None for tp in partitions):
+            with self._cond:  # recommit these at the next aggregated commit
+                for tp in partitions:
+                    self._committed.pop((tp.topic, tp.partition), None)
+            _log.warning("asynchronous commit failed: %s", error or [tp for tp in partitions if tp.error])
+        if self._user_on_commit is not None:
+            self._user_on_commit(error, partitions)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._cond:
+            for tp in partitions:
+                state = self._owned[(tp.topic, tp.partition)] = _Owned()
+                state.paused = True  # unknown: librdkafka may keep a pause across an eager rebalance
+                self._committed.pop((tp.topic, tp.partition), None)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Wait until the user completed these revocations (or they are lost), then commit the
+        completed ones synchronously; returning lets librdkafka hand them to another member."""
+        started = time.monotonic()
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        with self._cond:
+            revoking = [tp for tp in tps if tp in self._owned]
+            for tp in revoking:
+                self._owned[tp].revoking = True
+                self._scheduler.drop(tp)  # never hand out records of a revoked partition
+            self._revocations.request(revoking, started + self.revoke_timeout)
+            self._cond.notify_all()
+        while True:
+            with self._cond:
+                if self._closing or self._stop.is_set():
+                    self._complete_unfinished(revoking)
+                for tp in self._revocations.expire(time.monotonic()):
+                    _log.warning("partition %s not released within %gs: lost", tp, self.revoke_timeout)
+                    self._forget(tp)
+                if self._revocations.resolved(revoking):
+                    completed, _lost = self._revocations.take_resolved(revoking)
+                    positions = {tp: self._snapshots.pop(tp, None) for tp in completed}
+                    break
+                self._cond.wait(0.05)
+            self._commit_due(consumer)  # the partitions that stay keep committing meanwhile
+        self._commit_sync(consumer, positions)
+        with self._cond:
+            for tp in tps:
+                self._committed.pop(tp, None)
+        self.revocation_waits.append(time.monotonic() - started)
+
+    def _complete_unfinished(self, partitions: list[TP]) -> None:
+        pending = [tp for tp in partitions if tp in self._revocations.pending]
+        self._revocations.complete_now(pending)
+        for tp in pending:
+            self._snapshots[tp] = self._forget(tp)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._cond:
+            tps = [(tp.topic, tp.partition) for tp in partitions]
+            for tp in tps:
+                self._forget(tp)
+                self._committed.pop(tp, None)
+            self._revocations.lose(tps)
+            self._revocations.take_resolved(tps)
+            self._cond.notify_all()
+
+    def _shutdown(self, consumer: Consumer) -> None:
+        with self._cond:
+            final = {tp: s.tracker.position for tp, s in self._owned.items()}
+        try:
+            if self._failure is None:
+                self._commit_sync(consumer, final)
+            consumer.close()  # revokes everything: _on_revoke completes at once while closing
+        except Exception:
+            _log.exception("AsyncConsumer: closing the consumer failed")
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+
+
+def _check(
+    config: Mapping[str, Any],
+    topics: list[str],
+    ordering: str,
+    max_in_flight: int,
+    max_buffered: int,
+    revoke_timeout: float,
+) -> None:
+    if "group.id" not in config:
+        raise ConfigError("AsyncConsumer needs a group.id: it commits the group's offsets")
+    if not topics:
+        raise ConfigError("AsyncConsumer needs at least one topic")
+    if ordering not in ORDERINGS:
+        raise ConfigError(f"unknown ordering {ordering!r}: choose one of {', '.join(ORDERINGS)}")
+    if str(config.get("enable.auto.commit", "false")).lower() == "true":
+        raise ConfigError("AsyncConsumer commits processed offsets itself: remove enable.auto.commit")
+    if max_in_flight < 1 or max_buffered < 1:
+        raise ConfigError(
+            f"max_in_flight and max_buffered must be at least 1, got {max_in_flight} and {max_buffered}"
+        )
+    poll_interval = float(config.get("max.poll.interval.ms", 300_000)) / 1000
+    if not 0 < revoke_timeout < poll_interval:
+        raise ConfigError(
+            f"revoke_timeout must be positive and below max.poll.interval.ms ({poll_interval:g}s), "
+            f"got {revoke_timeout:g}s: past that the group would remove this member"
+        )

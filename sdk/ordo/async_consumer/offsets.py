@@ -1,0 +1,60 @@
+"""Per-partition commit positions: the highest offset below which every record is processed.
+
+Pure bookkeeping, no Kafka. Records are added in fetch order (increasing offsets per partition,
+possibly with gaps: transaction markers, compaction) and marked done in any order; the commit
+position is the offset of the first record not yet done, or one past the last record when all are
+done. Records fetched but not handed out yet count as not done, so the position never passes them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["OffsetTracker"]
+
+
+class OffsetTracker:
+    """One partition. ``add`` in offset order; ``done`` in any order; ``position`` to commit."""
+
+    __slots__ = ("_done", "_last", "_next", "_pending")
+
+    def __init__(self) -> None:
+        self._pending: deque[int] = deque()  # offsets added and not yet passed, in order
+        self._done: set[int] = set()  # done, but behind an earlier offset that is not
+        self._last = -1  # the last offset added
+        self._next: int | None = None  # the position
+
+    def add(self, offset: int) -> None:
+        """A record was fetched. Offsets must increase; a repeat or a step back is a bug upstream."""
+        if offset <= self._last:
+            raise ValueError(f"offset {offset} added after {self._last}: offsets must increase per partition")
+        self._last = offset
+        if not self._pending:
+            self._next = offset
+        self._pending.append(offset)
+
+    def done(self, offset: int) -> bool:
+        """Mark ``offset`` processed; True when the position moved. Unknown offsets are ignored."""
+        pending = self._pending
+        if not pending or not pending[0] <= offset <= pending[-1]:
+            return False
+        if offset != pending[0]:
+            self._done.add(offset)
+            return False
+        last = pending.popleft()
+        done = self._done
+        while pending and pending[0] in done:
+            last = pending.popleft()
+            done.discard(last)
+        self._next = pending[0] if pending else last + 1
+        return True
+
+    @property
+    def position(self) -> int | None:
+        """The offset to commit (the next record to process), or None before any record."""
+        return self._next
+
+    @property
+    def unfinished(self) -> int:
+        """Records added and not done."""
+        return len(self._pending) - len(self._done)

@@ -1,0 +1,124 @@
+"""Which fetched records may be handed out now, per ordering mode. Pure, no Kafka.
+
+Records wait in *lanes*. A lane is the unit of order: a partition (``partition`` mode), a key within
+a partition (``key`` mode; records without a key share one lane per partition), or nothing at all
+(``unordered``: one lane per partition only for fairness). In the ordered modes a lane holds back
+its next record until the previous one handed out is released, so at most one record per lane is
+ever being processed, and lanes are served round-robin so no partition or key starves another.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from typing import Final, Generic, Literal, TypeVar
+
+__all__ = ["ORDERINGS", "Ordering", "Scheduler"]
+
+Ordering = Literal["partition", "key", "unordered"]
+ORDERINGS: Final[tuple[Ordering, ...]] = ("partition", "key", "unordered")
+
+R = TypeVar("R")
+P = TypeVar("P", bound=Hashable)
+
+
+class _Lane(Generic[R]):
+    __slots__ = ("busy", "id", "items", "queued")
+
+    def __init__(self, lane_id: tuple[Hashable, Hashable]) -> None:
+        self.id = lane_id
+        self.items: deque[R] = deque()
+        self.busy = False  # a record of this lane is being processed (ordered modes)
+        self.queued = False  # in the ready queue
+
+
+class Scheduler(Generic[P, R]):
+    """Buffered records by lane. ``add`` in fetch order, ``take`` what may run, ``release`` when a
+    taken record is done, ``drop`` a partition's buffered records (it is being revoked)."""
+
+    def __init__(self, ordering: Ordering) -> None:
+        if ordering not in ORDERINGS:
+            raise ValueError(f"unknown ordering {ordering!r}: choose one of {', '.join(ORDERINGS)}")
+        self.ordering: Ordering = ordering
+        self._ordered = ordering != "unordered"
+        self._by_key = ordering == "key"
+        self._lanes: dict[tuple[Hashable, Hashable], _Lane[R]] = {}
+        self._of_partition: dict[P, set[tuple[Hashable, Hashable]]] = {}
+        self._ready: deque[_Lane[R]] = deque()
+        self._buffered: dict[P, int] = {}
+        self.total = 0
+        """Records buffered (added and neither taken nor dropped)."""
+
+    def lane_of(self, partition: P, key: bytes | None) -> tuple[Hashable, Hashable]:
+        return (partition, key if self._by_key else None)
+
+    def add(self, partition: P, key: bytes | None, item: R) -> None:
+        lane_id = (partition, key if self._by_key else None)
+        lane = self._lanes.get(lane_id)
+        if lane is None:
+            lane = self._lanes[lane_id] = _Lane(lane_id)
+            self._of_partition.setdefault(partition, set()).add(lane_id)
+        lane.items.append(item)
+        self._buffered[partition] = self._buffered.get(partition, 0) + 1
+        self.total += 1
+        if not lane.busy and not lane.queued:
+            lane.queued = True
+            self._ready.append(lane)
+
+    def take(self, limit: int) -> list[tuple[P, R]]:
+        """Up to ``limit`` records that may be processed now, as (partition, record)."""
+        out: list[tuple[P, R]] = []
+        ready = self._ready
+        buffered = self._buffered
+        while ready and len(out) < limit:
+            lane = ready.popleft()
+            lane.queued = False
+            partition: P = lane.id[0]  # type: ignore[assignment]
+            items = lane.items
+            if not items:  # dropped meanwhile
+                continue
+            if self._ordered:
+                out.append((partition, items.popleft()))
+                lane.busy = True
+                taken = 1
+            else:
+                # a fair share per turn: cheaper than one record per turn, still interleaves partitions
+                taken = min(len(items), limit - len(out), max(1, limit // (len(ready) + 1)))
+                out.extend((partition, items.popleft()) for _ in range(taken))
+                if items:
+                    lane.queued = True
+                    ready.append(lane)
+            buffered[partition] -= taken
+            self.total -= taken
+        return out
+
+    def release(self, partition: P, key: bytes | None) -> None:
+        """A taken record of this lane is done: the lane's next record may run."""
+        if not self._ordered:
+            return
+        lane_id = (partition, key if self._by_key else None)
+        lane = self._lanes.get(lane_id)
+        if lane is None:
+            return  # its partition was dropped
+        lane.busy = False
+        if lane.items:
+            if not lane.queued:
+                lane.queued = True
+                self._ready.append(lane)
+        elif not lane.queued:
+            del self._lanes[lane_id]  # idle lanes are forgotten: key spaces can be large
+            lanes = self._of_partition.get(partition)
+            if lanes is not None:
+                lanes.discard(lane_id)
+
+    def drop(self, partition: P) -> int:
+        """Forget a partition's lanes and buffered records; returns how many were buffered."""
+        for lane_id in self._of_partition.pop(partition, ()):
+            lane = self._lanes.pop(lane_id)
+            lane.items.clear()  # a queued lane is skipped when reached
+        dropped = self._buffered.pop(partition, 0)
+        self.total -= dropped
+        return dropped
+
+    def buffered(self, partition: P) -> int:
+        return self._buffered.get(partition, 0)
