@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import os
+import random
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import kopf
 
 from .config import OperatorConfig
 from .kafka import close_all
+from .logs import FORMATS, configure_logging
+from .metrics import start_metrics_server
 from .setup import register_all
 
 
@@ -23,20 +27,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     scope.add_argument(
         "--all-namespaces", "-A", action="store_true", help="watch the whole cluster (default)"
     )
-    parser.add_argument("--peering", action="store_true", help="coordinate several replicas (kopf peering)")
+    parser.add_argument(
+        "--peering",
+        nargs="?",
+        const="ordo",
+        default=None,
+        metavar="NAME",
+        help="coordinate several replicas through this kopf peering object (default name: ordo)",
+    )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="peering priority (default: random, so replicas differ: the highest works, others stand by)",
+    )
+    parser.add_argument(
+        "--no-scanning",
+        action="store_true",
+        help="do not watch CRDs and namespaces cluster-wide (for namespace-scoped RBAC)",
+    )
     parser.add_argument("--liveness", default=None, help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("ORDO_METRICS_PORT") or 0),
+        help="serve Prometheus metrics on this port (env ORDO_METRICS_PORT; 0: off)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=sorted(FORMATS),
+        default=os.environ.get("ORDO_LOG_FORMAT") or "text",
+        help="text or json lines (env ORDO_LOG_FORMAT)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_format, verbose=args.verbose)
     register_all(OperatorConfig.from_env())
+    if args.no_scanning:
+
+        @kopf.on.startup()
+        def no_scanning(settings: kopf.OperatorSettings, **_: Any) -> None:
+            settings.scanning.disabled = True
+
+    if args.metrics_port:
+        start_metrics_server(args.metrics_port)
+    # kopf pauses *every* peer when two share a priority, so replicas must differ: a random one
+    # makes the highest-priority replica the active one and the others hot standbys.
+    priority = args.priority
+    if args.peering is not None and priority is None:
+        priority = random.SystemRandom().randrange(1, 2**31)
     try:
         kopf.run(
             clusterwide=not args.namespace,
             namespaces=args.namespace,
-            standalone=not args.peering,
+            standalone=args.peering is None,
+            peering_name=args.peering,
+            priority=priority,
             liveness_endpoint=args.liveness,
         )
     finally:

@@ -18,6 +18,7 @@ from ordo.api import API_GROUP, Condition, ExpansionPhase, OrderedTopicExpansion
 from ordo.api.common import VERSION, set_condition
 from ordo.epochs import prior_map
 
+from . import metrics
 from .config import OperatorConfig
 from .kafka import KafkaSide, clients_for
 from .kube import KafkaConnectionError, kafka_config, patch_status
@@ -146,6 +147,7 @@ def register(settings: OperatorConfig) -> None:
         }
 
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_expansion", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]
+    @metrics.count_errors
     def drive_expansion(
         stopped: kopf.DaemonStopped,
         name: str,
@@ -166,24 +168,23 @@ def register(settings: OperatorConfig) -> None:
         except KafkaConnectionError as error:
             step = Step(ExpansionState(ExpansionPhase.FAILED), None, "InvalidKafkaConnection", str(error))
             _record(body, namespace, name, status, step, resource)
+            metrics.ExpansionTimer().finish(step.state.phase.value)
             return
         started: float | None = _parse_time(status.get("startedAt"))
         last_reason = status.get("reason")
         begun = time.time()
+        timer = metrics.ExpansionTimer()
         while not stopped:
             other = _other_in_flight(expansions_by_topic, spec.topic, me, created)
-            step = plan_expansion(
-                spec.topic,
-                spec.partitions,
-                spec.fence_timeout_seconds,
-                state,
-                _world(side, spec.topic, settings, other, started),
-            )
+            world = _world(side, spec.topic, settings, other, started)
+            step = plan_expansion(spec.topic, spec.partitions, spec.fence_timeout_seconds, state, world)
+            timer.enter(step.state.phase.value)
             if step.state.phase == ExpansionPhase.FENCING and started is None:
                 started = time.time()
                 status["startedAt"] = _format_time(started)
             if step.state.phase == ExpansionPhase.EXPANDING and state.phase == ExpansionPhase.FENCING:
                 status["fenceWaitSeconds"] = round(time.time() - (started or time.time()), 3)
+                metrics.record_fence(len(world.producers), status["fenceWaitSeconds"])
             if step.terminal:
                 status["durationSeconds"] = round(time.time() - (started or begun), 3)
             if (step.state, step.reason) != (state, last_reason) or step.terminal:
@@ -195,6 +196,7 @@ def register(settings: OperatorConfig) -> None:
             if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
                 _record(body, namespace, name, status, Step(state, None, step.reason, step.message), resource)
             if step.terminal:
+                timer.finish(step.state.phase.value)
                 return
             if step.requeue and step.state.phase == ExpansionPhase.FENCING:
                 side.registry.wait_for_change(step.requeue)  # an acknowledgement wakes us at once

@@ -1,0 +1,167 @@
+"""The operator's Prometheus metrics and the HTTP endpoint that serves them.
+
+Handlers call the small functions here (``record_rebalance``, ``ExpansionTimer``, ``record_error``)
+rather than touching prometheus objects, so metric names and labels live in one place. Labels are
+bounded: a group's namespace/name, an expansion phase, an outcome, an error kind — never a pod,
+a producer id or a partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import prometheus_client
+from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = [
+    "EXPANSIONS",
+    "EXPANSION_PHASE_SECONDS",
+    "FENCE_WAIT_SECONDS",
+    "GROUP_GENERATION",
+    "GROUP_MEMBERS",
+    "OPERATOR_ERRORS",
+    "PRODUCERS_FENCED",
+    "REBALANCES",
+    "REBALANCE_SECONDS",
+    "ExpansionTimer",
+    "count_errors",
+    "error_kind",
+    "forget_group",
+    "record_error",
+    "record_fence",
+    "record_rebalance",
+    "start_metrics_server",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Rebalances take from milliseconds (a join) to a session timeout (a dead member): up to minutes.
+_REBALANCE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Expansion phases: Expanding/Publishing take milliseconds, Fencing up to fenceTimeoutSeconds.
+_PHASE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+REBALANCES = Counter(
+    "ordo_rebalances", "ProducerGroup rebalances (assignment generation bumps)", ["namespace", "group"]
+)
+REBALANCE_SECONDS = Histogram(
+    "ordo_rebalance_duration_seconds",
+    "From the change that triggered a rebalance to every member holding its new assignment",
+    ["namespace", "group"],
+    buckets=_REBALANCE_BUCKETS,
+)
+GROUP_MEMBERS = Gauge("ordo_group_members", "Live members of a ProducerGroup", ["namespace", "group"])
+GROUP_GENERATION = Gauge(
+    "ordo_group_generation", "Current assignment generation of a ProducerGroup", ["namespace", "group"]
+)
+EXPANSION_PHASE_SECONDS = Histogram(
+    "ordo_expansion_phase_duration_seconds",
+    "Time an OrderedTopicExpansion spent in a phase (measured by the operator process that drove it)",
+    ["phase"],
+    buckets=_PHASE_BUCKETS,
+)
+EXPANSIONS = Counter("ordo_expansions", "Expansions that ended, by final phase", ["outcome"])
+PRODUCERS_FENCED = Counter(
+    "ordo_producers_fenced", "Producer acknowledgements of a fence (one per live producer per expansion)"
+)
+FENCE_WAIT_SECONDS = Histogram(
+    "ordo_fence_wait_seconds",
+    "From the fence epoch being written to every live producer having acknowledged it",
+    buckets=_PHASE_BUCKETS,
+)
+OPERATOR_ERRORS = Counter("ordo_operator_errors", "Errors raised by operator handlers, by kind", ["kind"])
+
+
+def record_rebalance(namespace: str, group: str, duration: float, members: int, generation: int) -> None:
+    """A ProducerGroup rebalance completed: called by the group handler once per generation."""
+    REBALANCES.labels(namespace, group).inc()
+    REBALANCE_SECONDS.labels(namespace, group).observe(duration)
+    GROUP_MEMBERS.labels(namespace, group).set(members)
+    GROUP_GENERATION.labels(namespace, group).set(generation)
+
+
+def forget_group(namespace: str, group: str) -> None:
+    """Drop a deleted group's series, so dashboards do not show it forever."""
+    for metric in (REBALANCES, REBALANCE_SECONDS, GROUP_MEMBERS, GROUP_GENERATION):
+        with contextlib.suppress(KeyError):  # never recorded by this process
+            metric.remove(namespace, group)
+
+
+def record_fence(producers: int, wait_seconds: float) -> None:
+    """All ``producers`` live producers acknowledged a fence after ``wait_seconds``."""
+    PRODUCERS_FENCED.inc(producers)
+    FENCE_WAIT_SECONDS.observe(wait_seconds)
+
+
+class ExpansionTimer:
+    """Observes how long one expansion stays in each phase, as its daemon moves through them.
+
+    A restarted operator measures the interrupted phase from its restart: durations are this
+    process's view, which is what an alert on a stuck phase needs.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._phase: str | None = None
+        self._since = 0.0
+
+    def enter(self, phase: str) -> None:
+        """The expansion is (still) in ``phase``; a change closes the previous phase's interval."""
+        if phase == self._phase:
+            return
+        now = self._clock()
+        if self._phase is not None:
+            EXPANSION_PHASE_SECONDS.labels(self._phase).observe(now - self._since)
+        self._phase, self._since = phase, now
+
+    def finish(self, outcome: str) -> None:
+        """The expansion ended in ``outcome`` (Completed, Aborted, Failed)."""
+        self.enter(outcome)
+        EXPANSIONS.labels(outcome).inc()
+
+
+def error_kind(error: BaseException) -> str:
+    """A bounded label for an error: which side failed, not the message."""
+    module = type(error).__module__
+    if module.startswith("confluent_kafka"):
+        return "kafka"
+    if module.startswith("kubernetes"):
+        return "kubernetes"
+    if module.startswith("kopf"):
+        return "kopf"
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    if isinstance(error, (ConnectionError, OSError)):
+        return "connection"
+    if isinstance(error, ValueError):
+        return "invalid"
+    return "internal"
+
+
+def record_error(kind: str) -> None:
+    OPERATOR_ERRORS.labels(kind).inc()
+
+
+def count_errors(handler: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a kopf handler so every exception it raises is counted (and still raised for kopf)."""
+
+    @functools.wraps(handler)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return handler(*args, **kwargs)
+        except Exception as error:
+            record_error(error_kind(error))
+            raise
+
+    return wrapper
+
+
+def start_metrics_server(port: int, address: str = "0.0.0.0") -> int:
+    """Serve ``/metrics`` on ``address:port`` from a daemon thread; returns the bound port
+    (useful with port 0)."""
+    server, _ = prometheus_client.start_http_server(port, addr=address)
+    return int(server.server_port)
