@@ -35,9 +35,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
 	$(BIN)/mypy tests/testbed/*.py
+	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e
 
 crds: $(STAMP)
 	$(BIN)/ordo crds --output crds
+	$(BIN)/ordo crds --output charts/ordo/crds
 
 sandbox: $(STAMP)
 	$(BIN)/ordo sandbox
