@@ -1,0 +1,110 @@
+"""The driver's view of Kafka: partition counts, watermarks and epoch histories, read so that the
+histories are never older than the records below the watermarks.
+
+Why the order matters: a record of epoch e exists only after the operator published e to the
+epoch log. Reading the watermarks first, then the epoch log's end, and waiting until our reader
+has applied everything up to that end (``_EpochLogReader.read_up_to``), guarantees that every record below a
+watermark has its epoch in the history we plan with; a history that lags by even a few
+milliseconds would let a new epoch's records in an old partition pass as the previous epoch's,
+ungated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLog
+
+from .options import SourceOptions
+from .planning import Watermarks
+
+__all__ = ["BrokerView"]
+
+_log = logging.getLogger(__name__)
+_NO_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
+
+
+class _EpochLogReader(EpochLog):
+    """An EpochLog that knows how far into the log it has applied records."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], topic: str) -> None:
+        self.applied_to = 0  # set before the reader thread starts
+        self._partition = [TopicPartition(topic, 0)]
+        super().__init__(kafka_config, topic)
+
+    def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        super()._apply(raw_key, raw_value)
+        # Only the reader thread polls: the position is the one just past the record applied.
+        position = self._consumer.position(self._partition)[0].offset
+        with self._changed:
+            self.applied_to = max(self.applied_to, position)
+            self._changed.notify_all()
+
+    def read_up_to(self, log_end: int, timeout: float) -> bool:
+        """Wait until every record below ``log_end`` has been applied. The log's last record is
+        never compacted away, so the reader always reaches the end it was given."""
+        return log_end <= 0 or self.wait_for(lambda: self.applied_to >= log_end, timeout)
+
+
+class BrokerView:
+    """Driver-side Kafka clients of one query; created lazily, closed by ``close``."""
+
+    def __init__(self, options: SourceOptions, sync_timeout: float = 30.0) -> None:
+        self.options = options
+        self.sync_timeout = sync_timeout
+        self._consumer = Consumer(options.consumer_config("driver"))
+        self._epochs = _EpochLogReader(options.client_config, options.epoch_topic) if options.gate else None
+
+    def watermarks(self, topics: tuple[str, ...]) -> dict[str, dict[int, Watermarks]]:
+        metadata = self._consumer.list_topics(timeout=30)
+        result: dict[str, dict[int, Watermarks]] = {}
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                raise RuntimeError(
+                    f"ordo-kafka: topic {topic!r} (option subscribe) does not exist or has no "
+                    f"partitions: {found.error if found is not None else 'not in metadata'}"
+                )
+            result[topic] = {}
+            for p in range(len(found.partitions)):
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=30, cached=False
+                )
+                result[topic][p] = Watermarks(low, high)
+        return result
+
+    def histories(self, topics: tuple[str, ...]) -> dict[str, EpochHistory | None]:
+        """The topics' histories, as of now (call after reading the watermarks)."""
+        if self._epochs is None:
+            return dict.fromkeys(topics)
+        try:
+            _, log_end = self._consumer.get_watermark_offsets(
+                TopicPartition(self._epochs.topic, 0), timeout=30, cached=False
+            )
+        except KafkaException as error:
+            if error.args[0].code() not in _NO_TOPIC:
+                raise
+            log_end = 0  # no epoch log: ordo never expanded anything here
+        if not self._epochs.read_up_to(log_end, self.sync_timeout):
+            raise RuntimeError(
+                f"ordo-kafka: the epoch log {self._epochs.topic!r} (option epochTopic) could not be "
+                f"read to its end within {self.sync_timeout}s"
+            )
+        return {topic: self._epochs.history(topic) for topic in topics}
+
+    def snapshot(
+        self, topics: tuple[str, ...]
+    ) -> tuple[dict[str, dict[int, Watermarks]], dict[str, EpochHistory | None]]:
+        """Watermarks, then histories at least as new as every record below them."""
+        marks = self.watermarks(topics)
+        return marks, self.histories(topics)
+
+    def close(self) -> None:
+        if self._epochs is not None:
+            self._epochs.close()
+        self._consumer.close()

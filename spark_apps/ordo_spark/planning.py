@@ -1,0 +1,270 @@
+"""Offset planning for the ``ordo-kafka`` source, pure: where the next micro-batch ends.
+
+Spark hands ``latestOffset`` the end of the previous batch as ``start``; that batch has run and
+been committed by then (the commit callback arrives a batch late), so ``start`` is the progress
+that gates read (DESIGN.md §3: "for the Spark source: the end offsets of batches Spark has
+committed"). A partition whose next records belong to an epoch with a closed gate ends the batch
+at that epoch's first offset, while the others advance; its prior partitions reach their
+thresholds in this batch and the gate opens in the next. So a key's records of two epochs are
+never in one batch, where a shuffle would lose their order.
+
+Offsets are ``{topic: {partition: next offset}}``; Spark keeps them as JSON, so they come back
+with string keys (``encode``/``decode``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ordo.epochs import EpochHistory, Gate, GateKeeper
+
+from .options import EARLIEST, LATEST, StartingOffsets
+
+__all__ = [
+    "DataLossError",
+    "Hold",
+    "Offsets",
+    "Plan",
+    "Slice",
+    "Watermarks",
+    "available_now_target",
+    "decode",
+    "encode",
+    "epoch_segments",
+    "initial_offsets",
+    "plan_batch",
+    "readable_partitions",
+    "slices",
+]
+
+Offsets = dict[str, dict[int, int]]
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone (retention, deletion, a recreated topic)."""
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A partition held at ``offset`` by a closed gate (or an epoch not yet published)."""
+
+    topic: str
+    partition: int
+    offset: int
+    gate: Gate
+
+
+@dataclass(frozen=True)
+class Plan:
+    end: Offsets
+    held: tuple[Hold, ...] = ()
+    lost: tuple[str, ...] = ()
+    """What was skipped with failOnDataLoss=false, one line per partition."""
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One Spark task: a whole offset range of one Kafka partition (never split: that breaks order)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    epochs: tuple[tuple[int, int], ...] = field(default=((0, 0),))
+    """(first offset, epoch) from which each epoch holds in this partition, ascending; empty
+    when the epoch log is not read (option gate=false)."""
+
+    def epoch_at(self, offset: int) -> int | None:
+        if not self.epochs:
+            return None
+        index = bisect.bisect_right(self.epochs, (offset, 1 << 62)) - 1
+        return self.epochs[max(index, 0)][1]
+
+
+def encode(offsets: Offsets) -> dict[str, dict[str, int]]:
+    return {t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(offsets.items())}
+
+
+def decode(raw: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
+
+
+def readable_partitions(history: EpochHistory | None, broker_partitions: int) -> range:
+    """Partitions to read: those of the active epoch (a partition created for an epoch that is
+    still fencing gets no records yet and is picked up at the flip), or the broker's count for a
+    topic ordo never expanded."""
+    if history is None:
+        return range(broker_partitions)
+    return range(min(history.active.partitions, broker_partitions))
+
+
+def initial_offsets(
+    starting: StartingOffsets,
+    marks: Mapping[str, Mapping[int, Watermarks]],
+    histories: Mapping[str, EpochHistory | None],
+) -> Offsets:
+    """Where a new query starts, per readable partition."""
+    result: Offsets = {}
+    for topic, partitions in marks.items():
+        wanted = {} if isinstance(starting, str) else starting.get(topic, {})
+        result[topic] = {}
+        for p in readable_partitions(histories.get(topic), len(partitions)):
+            mark = partitions[p]
+            choice = wanted.get(p, LATEST if starting == "latest" else EARLIEST)
+            result[topic][p] = mark.low if choice == EARLIEST else mark.high if choice == LATEST else choice
+    return result
+
+
+def epoch_segments(history: EpochHistory | None, partition: int) -> tuple[tuple[int, int], ...]:
+    """(first offset, epoch) for each epoch of ``partition``: it starts in the epoch that
+    created it (or epoch 0) and changes at each later epoch's threshold."""
+    if history is None:
+        return ((0, 0),)
+    segments: list[tuple[int, int]] = []
+    for entry in history.active_epochs:
+        if entry.from_partitions is None or entry.created(partition):
+            segments = [(0, entry.epoch)]
+        elif partition < entry.from_partitions:
+            start = entry.thresholds[partition]
+            segments = [s for s in segments if s[0] < start] + [(start, entry.epoch)]
+    return tuple(segments) or ((0, 0),)
+
+
+def plan_batch(
+    start: Offsets,
+    marks: Mapping[str, Mapping[int, Watermarks]],
+    histories: Mapping[str, EpochHistory | None],
+    *,
+    max_records: int | None,
+    gate: bool,
+    fail_on_data_loss: bool,
+    target: Offsets | None = None,
+) -> Plan:
+    """The end of the next batch. ``marks`` are the partitions' watermarks read after the
+    histories were brought up to date; ``target`` caps reading (Trigger.AvailableNow)."""
+    lost: list[str] = []
+    held: list[Hold] = []
+    begin: Offsets = {}
+    cap: Offsets = {}
+    for topic, partitions in marks.items():
+        history = histories.get(topic)
+        known = start.get(topic, {})
+        for p in sorted(set(known) - set(partitions)):
+            problem = f"{topic}-{p}: the partition is gone (topic deleted or recreated smaller)"
+            _lost(problem, fail_on_data_loss, lost)
+        begin[topic], cap[topic] = {}, {}
+        for p in readable_partitions(history, len(partitions)):
+            mark = partitions[p]
+            offset = known.get(p, 0)  # a partition new to the query is read from its beginning
+            if offset < mark.low:
+                _lost(f"{topic}-{p}: offsets {offset}..{mark.low - 1} were deleted", fail_on_data_loss, lost)
+                offset = mark.low
+            elif offset > mark.high:
+                problem = f"{topic}-{p}: offset {offset} is past the end {mark.high} (topic recreated?)"
+                _lost(problem, fail_on_data_loss, lost)
+                offset = mark.low
+            limit = mark.high
+            if target is not None:
+                limit = min(limit, target.get(topic, {}).get(p, offset))
+            begin[topic][p] = offset
+            cap[topic][p] = max(offset, limit)
+        if gate and history is not None:
+            keeper = GateKeeper(history)
+            progress = begin[topic]
+            for p, offset in begin[topic].items():
+                closed = _first_closed(keeper, history, p, offset, cap[topic][p], progress)
+                if closed is not None:
+                    cap[topic][p] = closed.offset
+                    held.append(Hold(topic, p, closed.offset, closed))
+    end = _limit(begin, cap, max_records)
+    return Plan(end, tuple(held), tuple(lost))
+
+
+def _first_closed(
+    keeper: GateKeeper,
+    history: EpochHistory,
+    partition: int,
+    start: int,
+    end: int,
+    progress: Mapping[int, int],
+) -> Gate | None:
+    """The gate of the first epoch in [start, end) of ``partition`` that may not be read yet."""
+    segments = epoch_segments(history, partition)
+    for index, (first, _epoch) in enumerate(segments):
+        last = segments[index + 1][0] if index + 1 < len(segments) else None
+        if (last is not None and last <= start) or first >= end:
+            continue
+        verdict = keeper.gate(partition, max(first, start), progress)
+        if not verdict.open:
+            return verdict
+    return None
+
+
+def _limit(begin: Offsets, cap: Offsets, max_records: int | None) -> Offsets:
+    """Share ``max_records`` over the partitions in proportion to what each has (largest
+    remainders get the odd records), like Spark's Kafka source; no limit: read up to the caps."""
+    available = {(t, p): cap[t][p] - o for t, parts in begin.items() for p, o in parts.items()}
+    total = sum(available.values())
+    if max_records is None or total <= max_records:
+        return {t: dict(parts) for t, parts in cap.items()}
+    shares = {tp: max_records * n / total for tp, n in available.items()}
+    taken = {tp: int(share) for tp, share in shares.items()}
+    left = max_records - sum(taken.values())
+    for tp in sorted(shares, key=lambda tp: taken[tp] - shares[tp])[:left]:
+        taken[tp] += 1
+    return {
+        t: {p: o + min(taken[(t, p)], available[(t, p)]) for p, o in parts.items()}
+        for t, parts in begin.items()
+    }
+
+
+def _lost(problem: str, fail: bool, lost: list[str]) -> None:
+    if fail:
+        raise DataLossError(
+            f"ordo-kafka: {problem}. Some data may have been lost. If you want the query to go on, "
+            "set the source option failOnDataLoss to false."
+        )
+    lost.append(problem)
+
+
+def slices(start: Offsets, end: Offsets, histories: Mapping[str, EpochHistory | None]) -> list[Slice]:
+    """One slice per partition with records between ``start`` and ``end``. A partition missing
+    from ``start`` is new and read from 0; a start past the end (a recreated topic, with
+    failOnDataLoss=false) reads from 0 too, and the task skips what is gone. Topics missing from
+    ``histories`` (the log was not read) get no epochs."""
+    result: list[Slice] = []
+    for topic, parts in sorted(end.items()):
+        for p, stop in sorted(parts.items()):
+            first = start.get(topic, {}).get(p, 0)
+            if first > stop:
+                first = 0
+            if first < stop:
+                epochs = epoch_segments(histories[topic], p) if topic in histories else ()
+                result.append(Slice(topic, p, first, stop, epochs))
+    return result
+
+
+def available_now_target(
+    marks: Mapping[str, Mapping[int, Watermarks]], histories: Mapping[str, EpochHistory | None]
+) -> Offsets:
+    """Trigger.AvailableNow's target: today's ends, raised to every threshold (those records
+    exist, and a gate inside the target must be able to open before the query stops)."""
+    target: Offsets = {}
+    for topic, partitions in marks.items():
+        history = histories.get(topic)
+        ends = {p: m.high for p, m in partitions.items()}
+        if history is not None:
+            for entry in history.active_epochs:
+                for p, threshold in entry.thresholds.items():
+                    if p in ends:
+                        ends[p] = max(ends[p], threshold)
+        target[topic] = {p: ends[p] for p in readable_partitions(history, len(partitions))}
+    return target

@@ -1,0 +1,192 @@
+"""Executor side: read one slice (a whole offset range of one partition) into Arrow batches.
+
+Consumers are made lazily in the Python worker and kept for the next task of the same query
+(Spark reuses Python workers), since connecting costs more than a small batch's reading.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from .planning import DataLossError, Slice
+
+__all__ = ["SCHEMA", "read_slice"]
+
+_log = logging.getLogger(__name__)
+
+SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+        ),
+        StructField("epoch", IntegerType()),
+    ]
+)
+_ROWS_PER_BATCH = 20_000
+_consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
+
+
+def _consumer(config: Mapping[str, Any]) -> Consumer:
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    found = _consumers.get(key)
+    if found is None:
+        found = _consumers[key] = Consumer(dict(config))
+    return found
+
+
+def read_slice(
+    config: Mapping[str, Any],
+    piece: Slice,
+    schema: pa.Schema,
+    *,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``piece`` in offset order, as batches of ``schema``."""
+    consumer = _consumer(config)
+    tp = TopicPartition(piece.topic, piece.partition, piece.start)
+    consumer.assign([tp])
+    columns = _Columns(piece)
+    try:
+        deadline = time.monotonic() + poll_timeout_ms / 1000
+        position = piece.start
+        while position < piece.end:
+            # Ask for no more than the range holds: consume() returns early only when it has them
+            # all (transaction markers make it short; the partition-end event then ends the wait).
+            messages = consumer.consume(min(piece.end - position, 10_000), 0.1)
+            if messages:
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    position = _on_error(consumer, piece, position, error, message, fail_on_data_loss)
+                    continue
+                offset = message.offset()
+                assert offset is not None
+                if offset >= piece.end:
+                    position = piece.end
+                    break
+                columns.add(message, offset)
+                position = offset + 1
+                if len(columns) >= _ROWS_PER_BATCH:
+                    yield columns.batch(schema)
+            if position < piece.end and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"ordo-kafka: {piece.topic}-{piece.partition}: no records past offset {position} "
+                    f"within {poll_timeout_ms} ms, but the batch ends at {piece.end} (option pollTimeoutMs)"
+                )
+        if len(columns):
+            yield columns.batch(schema)
+    finally:
+        consumer.unassign()  # stop prefetching for a partition this worker may not read next
+
+
+def _on_error(
+    consumer: Consumer, piece: Slice, position: int, error: KafkaError, message: Message, fail: bool
+) -> int:
+    """The new position after an error event: the end of the partition reached (records past
+    it were transaction markers or aborted), or offsets out of range (data loss)."""
+    if error.code() == KafkaError._PARTITION_EOF:
+        reached = message.offset()
+        return max(position, reached if reached is not None else position)
+    if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(piece.topic, piece.partition), timeout=30, cached=False
+        )
+        problem = (
+            f"ordo-kafka: {piece.topic}-{piece.partition}: offsets {position}..{piece.end - 1} are "
+            f"no longer available (the partition holds {low}..{high - 1})"
+        )
+        if fail:
+            raise DataLossError(
+                f"{problem}. Some data may have been lost; set the source option failOnDataLoss to "
+                "false to go on."
+            )
+        _log.warning("%s; skipping them (failOnDataLoss=false)", problem)
+        resume = min(max(low, position), piece.end)
+        if resume < piece.end:
+            consumer.assign([TopicPartition(piece.topic, piece.partition, resume)])
+        return resume
+    if error.fatal():
+        raise RuntimeError(f"ordo-kafka: {piece.topic}-{piece.partition}: {error}")
+    _log.warning("ordo-kafka: %s-%s: %s", piece.topic, piece.partition, error)
+    return position
+
+
+class _Columns:
+    """Column lists for one Arrow batch; the epoch is looked up per epoch segment, not per record."""
+
+    def __init__(self, piece: Slice) -> None:
+        self.piece = piece
+        self._clear()
+
+    def _clear(self) -> None:
+        self.offsets: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.timestamps: list[int | None] = []
+        self.types: list[int] = []
+        self.headers: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message: Message, offset: int) -> None:
+        self.offsets.append(offset)
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        kind, millis = message.timestamp()
+        self.types.append(kind)
+        self.timestamps.append(millis * 1000 if millis >= 0 else None)
+        self.headers.append(_headers(message.headers()))
+
+    def batch(self, schema: pa.Schema) -> pa.RecordBatch:
+        piece, n = self.piece, len(self.offsets)
+        if len(piece.epochs) > 1:
+            epochs = [piece.epoch_at(o) for o in self.offsets]
+        else:
+            epochs = [piece.epoch_at(0)] * n
+        arrays = [
+            pa.array([piece.topic] * n, schema.field("topic").type),
+            pa.array([piece.partition] * n, schema.field("partition").type),
+            pa.array(self.offsets, schema.field("offset").type),
+            pa.array(self.keys, schema.field("key").type),
+            pa.array(self.values, schema.field("value").type),
+            pa.array(self.timestamps, schema.field("timestamp").type),
+            pa.array(self.types, schema.field("timestampType").type),
+            pa.array(self.headers, schema.field("headers").type),
+            pa.array(epochs, schema.field("epoch").type),
+        ]
+        self._clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _headers(raw: Mapping[str, str | bytes | None] | list[tuple[str, str | bytes | None]] | None) -> Any:
+    if not raw:
+        return None
+    pairs = raw.items() if isinstance(raw, Mapping) else raw
+    return [{"key": k, "value": v.encode() if isinstance(v, str) else v} for k, v in pairs]
