@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from . import expansions
+from . import expansions, producer_groups
 from .config import OperatorConfig
 
 __all__ = ["register_all"]
@@ -26,3 +26,4 @@ def register_all(config: OperatorConfig) -> None:
         settings.networking.request_timeout = 30
 
     expansions.register(config)
+    producer_groups.register(config)

@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-__all__ = ["CompactedTopicReader"]
+__all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
 
 V = TypeVar("V")
 _log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class CompactedTopicReader(Generic[V]):
         self._changed = threading.Condition()
         self._caught_up = False
         self._version = 0  # bumped on every accepted value
+        self._end_seen = -1  # the furthest end of the partition this reader has reached
         self._consumer = Consumer(reader_config(kafka_config, f"reader-{topic}"))
         self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         self._stop = threading.Event()
@@ -90,6 +92,13 @@ class CompactedTopicReader(Generic[V]):
         """Wait until everything in the topic when we started has been read."""
         return self.wait_for(lambda: self._caught_up, timeout)
 
+    def catch_up(self, timeout: float) -> bool:
+        """Wait until everything committed to the topic before this call has been read (a
+        transaction still open holds the reader back until it ends)."""
+        partition = TopicPartition(self.topic, 0)
+        _, high = self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=False)
+        return self.wait_for(lambda: self._end_seen >= high, timeout)
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -122,6 +131,7 @@ class CompactedTopicReader(Generic[V]):
             elif error.code() == KafkaError._PARTITION_EOF:
                 with self._changed:
                     self._caught_up = True
+                    self._end_seen = max(self._end_seen, message.offset() or 0)
                     self._changed.notify_all()
             elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 _log.warning("%s: %s", self.topic, error)
@@ -156,3 +166,26 @@ class CompactedTopicReader(Generic[V]):
             self._changed.notify_all()
         for listener in listeners:
             listener(value)
+
+
+def ensure_compacted_topics(admin: AdminClient, names: list[str], replication: int = -1) -> None:
+    """Create these control topics (compacted, one partition: readers tail partition 0) if missing."""
+    existing = admin.list_topics(timeout=10).topics
+    wanted = [
+        NewTopic(
+            name,
+            num_partitions=1,
+            replication_factor=replication,
+            config={"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+        )
+        for name in dict.fromkeys(names)
+        if name not in existing
+    ]
+    if not wanted:
+        return
+    for name, future in admin.create_topics(wanted).items():
+        try:
+            future.result(timeout=30)
+        except Exception as error:  # a concurrent creator is fine
+            if "TOPIC_ALREADY_EXISTS" not in str(error):
+                raise RuntimeError(f"cannot create {name}: {error}") from error

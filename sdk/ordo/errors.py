@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "ConfigError",
     "ConsumerClosedError",
+    "DeliveryError",
     "NotOwnedError",
     "OrdoError",
     "ProduceBlockedError",
@@ -46,3 +48,11 @@ class TransactionScopeError(OrdoError):
 
 class ConsumerClosedError(OrdoError):
     """The consumer was closed, or its fetcher failed (the cause is chained); create a new one."""
+
+
+class CheckpointError(OrdoError, TypeError):
+    """A checkpoint that is not a string, or a checkpoint record that cannot be read."""
+
+
+class DeliveryError(OrdoError):
+    """Records were not acknowledged by Kafka; the checkpoint covering them was not written."""

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 __all__ = [
     "ACK_ANNOTATION",
     "ASSIGNMENT_ANNOTATION",
-    "GROUP_ANNOTATION",
+    "GROUP_LABEL",
+    "GroupSettings",
     "MemberAssignment",
     "ProtocolError",
     "checkpoint_key",
@@ -23,11 +24,22 @@ __all__ = [
 
 ASSIGNMENT_ANNOTATION = "ordo.dev/assignment"
 ACK_ANNOTATION = "ordo.dev/acked-generation"
-GROUP_ANNOTATION = "ordo.dev/group"
+GROUP_LABEL = "ordo.dev/group"
+"""On each member's Lease: the group it belongs to (the operator watches Leases by it)."""
 
 
 class ProtocolError(ValueError):
     """A record or annotation that does not follow ordo's protocol; says which and why."""
+
+
+class GroupSettings(BaseModel):
+    """What members take from the ProducerGroup's spec (they may not read the resource itself)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_timeout_seconds: int = Field(ge=1)
+    exactly_once: bool
+    checkpoint_topic: str = Field(min_length=1)
 
 
 class MemberAssignment(BaseModel):
@@ -43,6 +55,12 @@ class MemberAssignment(BaseModel):
         description="Partitions taken away in this generation: the operator gives them to another "
         "member only after this one acknowledges the generation (stopped producing, checkpointed).",
     )
+    settings: GroupSettings | None = Field(
+        default=None, description="The group's settings members follow (from its spec)."
+    )
+
+    def with_settings(self, settings: GroupSettings) -> MemberAssignment:
+        return self.model_copy(update={"settings": settings})
 
     def to_annotation(self) -> str:
         return self.model_dump_json()

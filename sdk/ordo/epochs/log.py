@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from .._tail import CompactedTopicReader
+from .._tail import CompactedTopicReader, ensure_compacted_topics
 from .history import EpochHistory
 
 __all__ = ["DEFAULT_EPOCH_TOPIC", "DEFAULT_REGISTRY_TOPIC", "EpochLog", "EpochLogWriter", "ensure_log_topics"]
@@ -83,23 +83,5 @@ def ensure_log_topics(
     registry_topic: str = DEFAULT_REGISTRY_TOPIC,
     replication: int = -1,
 ) -> None:
-    """Create the epoch log (1 partition) and the producer registry, both compacted, if missing."""
-    existing = admin.list_topics(timeout=10).topics
-    wanted = [
-        NewTopic(
-            name,
-            num_partitions=partitions,
-            replication_factor=replication,
-            config={"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
-        )
-        for name, partitions in ((epoch_topic, 1), (registry_topic, 1))
-        if name not in existing
-    ]
-    if not wanted:
-        return
-    for name, future in admin.create_topics(wanted).items():
-        try:
-            future.result(timeout=30)
-        except Exception as error:  # a concurrent creator is fine
-            if "TOPIC_ALREADY_EXISTS" not in str(error):
-                raise RuntimeError(f"cannot create {name}: {error}") from error
+    """Create the epoch log and the producer registry (compacted, 1 partition each) if missing."""
+    ensure_compacted_topics(admin, [epoch_topic, registry_topic], replication)

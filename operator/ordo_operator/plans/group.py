@@ -1,0 +1,174 @@
+"""One reconcile pass of a ProducerGroup, pure: from what the API shows (pods, Leases, the spec)
+to the annotations to write, the status to show and what to tell people.
+
+The handoff itself is ``plan_handoff``; this module turns Kubernetes objects into members,
+stamps the group's settings on every assignment and words the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ordo.api import ProducerGroupSpec
+from ordo.protocol import GroupSettings, MemberAssignment, ProtocolError
+
+from .handoff import HandoffPlan, Member, ShrinkBlocked, is_live, plan_handoff
+
+__all__ = ["GroupPass", "LeaseView", "PodView", "plan_group", "settings_of"]
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A pod the selector matches, as far as the group is concerned."""
+
+    name: str
+    ready: bool
+    deleting: bool
+    assignment: str | None = None
+    """Its ``ordo.dev/assignment`` annotation, as written."""
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """A member's Lease (named after its pod)."""
+
+    name: str
+    holder: str | None
+    renewed: datetime | None
+    acked: int | None
+
+
+@dataclass(frozen=True)
+class GroupPass:
+    """The outcome of one pass."""
+
+    generation: int
+    writes: dict[str, MemberAssignment] = field(default_factory=dict)
+    live: list[str] = field(default_factory=list)
+    members: list[dict[str, object]] = field(default_factory=list)
+    standby: list[str] = field(default_factory=list)
+    unassigned: list[int] = field(default_factory=list)
+    settled: bool = True
+    """Every live member acknowledged its assignment and nothing waits for a handoff."""
+    problem: tuple[str, str] | None = None
+    """(reason, message) of what keeps the group from being served as specified."""
+    invalid_annotations: list[str] = field(default_factory=list)
+
+
+def settings_of(spec: ProducerGroupSpec) -> GroupSettings:
+    return GroupSettings(
+        session_timeout_seconds=spec.session_timeout_seconds,
+        exactly_once=spec.exactly_once,
+        checkpoint_topic=spec.checkpoint_topic,
+    )
+
+
+def _members(
+    group: str, pods: Iterable[PodView], leases: Mapping[str, LeaseView], now: datetime, session: timedelta
+) -> tuple[list[Member], list[str]]:
+    members: list[Member] = []
+    invalid: list[str] = []
+    for pod in pods:
+        lease = leases.get(pod.name)
+        held = lease is not None and lease.holder == pod.name  # a Lease of another name is not its own
+        renewed = lease.renewed if lease is not None and held else None
+        assignment = None
+        if pod.assignment is not None:
+            try:
+                parsed = MemberAssignment.from_annotation(pod.assignment, pod.name)
+            except ProtocolError as error:
+                invalid.append(str(error))
+            else:
+                assignment = parsed if parsed.group == group else None
+        members.append(
+            Member(
+                name=pod.name,
+                live=is_live(pod.ready, pod.deleting, renewed, now, session),
+                assignment=assignment,
+                acked=lease.acked if lease is not None else None,
+            )
+        )
+    return members, invalid
+
+
+def plan_group(
+    group: str,
+    spec: ProducerGroupSpec,
+    pods: Iterable[PodView],
+    leases: Mapping[str, LeaseView],
+    now: datetime,
+    generation: int,
+) -> GroupPass:
+    """The next pass: annotations to write (with the group's settings) and what to report.
+
+    ``generation`` is the latest generation written so far (status, or annotations if later)."""
+    pods = list(pods)
+    settings = settings_of(spec)
+    members, invalid = _members(group, pods, leases, now, timedelta(seconds=spec.session_timeout_seconds))
+    generation = max([generation] + [m.assignment.generation for m in members if m.assignment])
+    live = [m for m in members if m.live]
+    try:
+        plan = plan_handoff(group, spec.source_partitions, members, generation, spec.assignment)
+    except ShrinkBlocked as error:
+        return GroupPass(
+            generation=generation,
+            live=[m.name for m in live],
+            members=_member_status(live, None),
+            settled=False,
+            problem=("ShrinkBlocked", str(error)),
+            invalid_annotations=invalid,
+        )
+    writes = _with_settings(plan, live, settings)
+    next_generation = generation + 1 if writes else generation
+    writes = {pod: a.model_copy(update={"generation": next_generation}) for pod, a in writes.items()}
+    owned = _after(live, writes)
+    standby = sorted(m.name for m in live if not plan.target.get(m.name))
+    settled = not plan.waiting and not writes and all(m.settled for m in live)
+    problem = None
+    if not pods:
+        problem = ("NoMembers", f"the selector {spec.selector.to_query() or '(empty)'} matches no pod")
+    elif not live:
+        problem = ("NoLiveMembers", f"none of the {len(pods)} selected pods is Ready with a fresh Lease")
+    elif plan.unassigned and not plan.waiting:
+        problem = ("PartitionsUnassigned", f"source partitions {plan.unassigned} have no owner")
+    return GroupPass(
+        generation=next_generation,
+        writes=writes,
+        live=[m.name for m in live],
+        members=_member_status(live, owned),
+        standby=standby,
+        unassigned=plan.unassigned,
+        settled=settled,
+        problem=problem,
+        invalid_annotations=invalid,
+    )
+
+
+def _with_settings(
+    plan: HandoffPlan, live: list[Member], settings: GroupSettings
+) -> dict[str, MemberAssignment]:
+    """The plan's writes, each carrying the settings; plus members whose settings are stale."""
+    writes = {pod: a.with_settings(settings) for pod, a in plan.writes.items()}
+    for m in live:
+        if m.name not in writes and m.assignment is not None and m.assignment.settings != settings:
+            writes[m.name] = m.assignment.with_settings(settings)
+    return writes
+
+
+def _after(live: list[Member], writes: Mapping[str, MemberAssignment]) -> dict[str, tuple[int, ...]]:
+    return {m.name: writes[m.name].partitions if m.name in writes else m.owned for m in live}
+
+
+def _member_status(
+    live: list[Member], owned: Mapping[str, tuple[int, ...]] | None
+) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for m in sorted(live, key=lambda m: m.name):
+        partitions = owned[m.name] if owned is not None else m.owned
+        entry: dict[str, object] = {"pod": m.name, "partitions": list(partitions)}
+        if m.acked is not None:
+            entry["acked"] = m.acked
+        out.append(entry)
+    return out

@@ -1,0 +1,352 @@
+"""kopf handlers for ProducerGroup: a daemon per group runs reconcile passes.
+
+Each pass lists the selected pods and the group's Leases, asks ``plan_group`` for the next step,
+writes the annotations it names, then mirrors the outcome (and each source partition's checkpoint)
+into status. Watches on pods and Leases wake the group's daemon at once; a short period covers
+what no event announces: a Lease that simply stops being renewed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from confluent_kafka import KafkaException
+from kubernetes.client import CoordinationV1Api, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from ordo.api import API_GROUP, Condition, ProducerGroup
+from ordo.api.common import VERSION, LabelSelector, set_condition
+from ordo.group.checkpoints import CheckpointLog, ensure_checkpoint_topic
+from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
+
+from . import metrics
+from .config import OperatorConfig
+from .kafka import clients_for
+from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
+from .plans.group import GroupPass, LeaseView, PodView, plan_group
+
+__all__ = ["register"]
+
+PLURAL = "producergroups"
+_log = logging.getLogger(__name__)
+
+
+class _Wakers:
+    """Which group daemons to wake for a pod or Lease event."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[str, str], tuple[LabelSelector | None, threading.Event]] = {}
+
+    def register(self, namespace: str, name: str) -> threading.Event:
+        with self._lock:
+            entry = self._groups.setdefault((namespace, name), (None, threading.Event()))
+            return entry[1]
+
+    def select(self, namespace: str, name: str, selector: LabelSelector) -> None:
+        with self._lock:
+            _, event = self._groups[(namespace, name)]
+            self._groups[(namespace, name)] = (selector, event)
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._groups.pop((namespace, name), None)
+
+    def wake_group(self, namespace: str, name: str) -> None:
+        with self._lock:
+            entry = self._groups.get((namespace, name))
+        if entry is not None:
+            entry[1].set()
+
+    def wake_for_pod(self, namespace: str, labels: dict[str, str]) -> None:
+        with self._lock:
+            events = [
+                event
+                for (ns, _), (selector, event) in self._groups.items()
+                if ns == namespace and selector is not None and selector.matches(labels)
+            ]
+        for event in events:
+            event.set()
+
+
+_wakers = _Wakers()
+
+
+def register(settings: OperatorConfig) -> None:
+    """Register the handlers with kopf (called once by the operator's entry point)."""
+
+    @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={GROUP_LABEL: kopf.PRESENT})  # type: ignore[arg-type]
+    def lease_changed(namespace: str, labels: dict[str, str], **_: Any) -> None:
+        _wakers.wake_group(namespace, labels[GROUP_LABEL])
+
+    @kopf.on.event("", "v1", "pods")  # type: ignore[arg-type]
+    def pod_changed(namespace: str, labels: dict[str, str], **_: Any) -> None:
+        _wakers.wake_for_pod(namespace, dict(labels))
+
+    @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_group", cancellation_timeout=5.0, backoff=2.0)  # type: ignore[arg-type]
+    @metrics.count_errors
+    def drive_group(
+        stopped: kopf.DaemonStopped, name: str, namespace: str, body: kopf.Body, **_: Any
+    ) -> None:
+        wake = _wakers.register(namespace, name)
+        group = _GroupDriver(settings, namespace, name, body)
+        try:
+            while not stopped:
+                period = group.reconcile()
+                wake.wait(period)
+                wake.clear()
+        finally:
+            group.close()
+            _wakers.forget(namespace, name)
+            metrics.forget_group(namespace, name)
+
+    @kopf.on.delete(API_GROUP, VERSION, PLURAL, id="revoke_group")  # type: ignore[arg-type]
+    def revoke_group(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
+        """Deleting a group revokes every assignment; the checkpoints stay in Kafka."""
+        core = CoreV1Api(api_client())
+        revoked = []
+        for pod in _items(core.list_namespaced_pod, namespace):
+            value = (pod["metadata"].get("annotations") or {}).get(ASSIGNMENT_ANNOTATION)
+            try:
+                ours = value is not None and MemberAssignment.from_annotation(value).group == name
+            except ProtocolError:
+                ours = False  # malformed: not provably ours, leave it
+            if ours:
+                _annotate(core, namespace, pod["metadata"]["name"], None)
+                revoked.append(pod["metadata"]["name"])
+        kopf.event(
+            body, type="Normal", reason="Revoked", message=f"assignments revoked from {revoked or 'no pod'}"
+        )
+
+
+class _GroupDriver:
+    """The daemon's memory between passes (everything else is read afresh every pass)."""
+
+    def __init__(self, settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) -> None:
+        self.settings, self.namespace, self.name, self.body = settings, namespace, name, body
+        self.core = CoreV1Api(api_client())
+        self.leases = CoordinationV1Api(api_client())
+        status = dict(body.get("status") or {})
+        self.live: set[str] = {m["pod"] for m in status.get("members") or []}
+        self.reported: dict[str, Any] = {}
+        self.problem: tuple[str, str] | None = None
+        self.rebalance_started: float | None = None
+        self.last_rebalance: float | None = status.get("lastRebalanceSeconds")
+        self.checkpoints: CheckpointLog | None = None
+        self.kafka_problem: str | None = None
+
+    def reconcile(self) -> float:
+        """One pass; returns how long to wait for the next one if nothing wakes us."""
+        try:
+            resource = ProducerGroup.model_validate(dict(self.body))
+        except ValidationError as error:
+            self._report_problem(("InvalidSpec", _first_error(error)), generation=None)
+            return 5.0
+        spec = resource.spec
+        _wakers.select(self.namespace, self.name, spec.selector)
+        status = dict(self.body.get("status") or {})
+        outcome = plan_group(
+            self.name,
+            spec,
+            self._pods(spec.selector),
+            self._leases(),
+            datetime.now(UTC),
+            int(status.get("generation") or 0),
+        )
+        for pod, assignment in outcome.writes.items():
+            _annotate(self.core, self.namespace, pod, assignment.to_annotation())
+        self._events(outcome)
+        self._track_rebalance(outcome)
+        self._write_status(resource, outcome)
+        return min(1.0, spec.session_timeout_seconds / 4)
+
+    def close(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.close()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _pods(self, selector: LabelSelector) -> list[PodView]:
+        pods = _items(
+            self.core.list_namespaced_pod, self.namespace, label_selector=selector.to_query() or None
+        )
+        views = []
+        for pod in pods:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+            views.append(
+                PodView(
+                    name=meta["name"],
+                    ready=conditions.get("Ready") == "True",
+                    deleting=meta.get("deletionTimestamp") is not None,
+                    assignment=(meta.get("annotations") or {}).get(ASSIGNMENT_ANNOTATION),
+                )
+            )
+        return views
+
+    def _leases(self) -> dict[str, LeaseView]:
+        leases = _items(
+            self.leases.list_namespaced_lease, self.namespace, label_selector=f"{GROUP_LABEL}={self.name}"
+        )
+        views = {}
+        for lease in leases:
+            meta, spec = lease["metadata"], lease.get("spec") or {}
+            acked = (meta.get("annotations") or {}).get(ACK_ANNOTATION)
+            renewed = spec.get("renewTime")
+            views[meta["name"]] = LeaseView(
+                name=meta["name"],
+                holder=spec.get("holderIdentity"),
+                renewed=datetime.fromisoformat(renewed) if renewed else None,
+                acked=int(acked) if acked is not None and acked.lstrip("-").isdigit() else None,
+            )
+        return views
+
+    def _checkpoint_status(self, resource: ProducerGroup, owners: dict[int, str]) -> list[dict[str, Any]]:
+        """Each source partition's latest checkpoint, read from the checkpoint topic."""
+        spec = resource.spec
+        if self.checkpoints is None or self.checkpoints.topic != spec.checkpoint_topic:
+            try:
+                side = clients_for(kafka_config(spec.kafka, self.namespace, self.settings), self.settings)
+                ensure_checkpoint_topic(side.admin, spec.checkpoint_topic)
+                self.checkpoints = CheckpointLog(side.config, spec.checkpoint_topic)
+                self.kafka_problem = None
+            except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:
+                self.kafka_problem = str(error)
+                return []
+        found = self.checkpoints.of_group(self.namespace, self.name)
+        out = []
+        for p in range(spec.source_partitions):
+            entry: dict[str, Any] = {"partition": p}
+            if p in found:
+                entry["checkpoint"] = found[p].checkpoint
+            if p in owners:
+                entry["owner"] = owners[p]
+            out.append(entry)
+        return out
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def _events(self, outcome: GroupPass) -> None:
+        live = set(outcome.live)
+        for pod in sorted(self.live - live):
+            kopf.event(
+                self.body,
+                type="Warning",
+                reason="MemberLost",
+                message=f"member {pod} is gone (pod not Ready, deleted, or its Lease expired or released)",
+            )
+        for pod in sorted(live - self.live):
+            kopf.event(self.body, type="Normal", reason="MemberJoined", message=f"member {pod} joined")
+        self.live = live
+        if outcome.writes:
+            moves = ", ".join(f"{pod}={list(a.partitions)}" for pod, a in sorted(outcome.writes.items()))
+            kopf.event(
+                self.body,
+                type="Normal",
+                reason="Rebalanced",
+                message=f"generation {outcome.generation}: {moves}",
+            )
+        for error in outcome.invalid_annotations:
+            kopf.event(self.body, type="Warning", reason="InvalidAnnotation", message=error)
+
+    def _track_rebalance(self, outcome: GroupPass) -> None:
+        now = time.monotonic()
+        if not outcome.settled and self.rebalance_started is None:
+            self.rebalance_started = now
+        elif outcome.settled and self.rebalance_started is not None:
+            self.last_rebalance = round(now - self.rebalance_started, 3)
+            self.rebalance_started = None
+            metrics.record_rebalance(
+                self.namespace, self.name, self.last_rebalance, len(outcome.live), outcome.generation
+            )
+
+    def _report_problem(self, problem: tuple[str, str] | None, generation: int | None) -> None:
+        if problem != self.problem and problem is not None:
+            kopf.event(self.body, type="Warning", reason=problem[0], message=problem[1])
+        self.problem = problem
+        if problem is not None and generation is None:  # an invalid spec: only the conditions change
+            status = dict(self.body.get("status") or {})
+            conditions = _conditions(status.get("conditions") or [], None, problem, None)
+            self._patch({"conditions": conditions})
+
+    def _write_status(self, resource: ProducerGroup, outcome: GroupPass) -> None:
+        generation = resource.metadata.get("generation")
+        owners = {p: str(m["pod"]) for m in outcome.members for p in m["partitions"]}  # type: ignore[attr-defined]
+        checkpoints = self._checkpoint_status(resource, owners)
+        problem = outcome.problem
+        if problem is None and self.kafka_problem is not None:
+            problem = ("InvalidKafkaConnection", self.kafka_problem)
+        self._report_problem(problem, generation=outcome.generation)
+        status = dict(self.body.get("status") or {})
+        new: dict[str, Any] = {
+            "generation": outcome.generation,
+            "memberCount": len(outcome.live),
+            "members": outcome.members,
+            "standby": outcome.standby,
+            "unassigned": outcome.unassigned,
+            "checkpoints": checkpoints,
+            "observedGeneration": generation,
+        }
+        if self.last_rebalance is not None:
+            new["lastRebalanceSeconds"] = self.last_rebalance
+        new["conditions"] = _conditions(status.get("conditions") or [], outcome, problem, generation)
+        self._patch(new)
+        metrics.GROUP_MEMBERS.labels(self.namespace, self.name).set(len(outcome.live))
+        metrics.GROUP_GENERATION.labels(self.namespace, self.name).set(outcome.generation)
+
+    def _patch(self, status: dict[str, Any]) -> None:
+        if all(self.reported.get(k) == v for k, v in status.items()):
+            return  # nothing new: no write
+        patch_status(PLURAL, self.namespace, self.name, status)
+        self.reported.update(status)
+
+
+def _conditions(
+    existing: list[Any], outcome: GroupPass | None, problem: tuple[str, str] | None, generation: int | None
+) -> list[dict[str, Any]]:
+    conditions = [Condition.model_validate(c) for c in existing]
+    if outcome is None:
+        assert problem is not None
+        conditions = set_condition(conditions, "Ready", False, problem[0], problem[1], generation)
+        conditions = set_condition(conditions, "Degraded", True, problem[0], problem[1], generation)
+    else:
+        rebalancing = not outcome.settled and problem is None
+        ready = outcome.settled and problem is None
+        summary = (
+            f"{len(outcome.live)} member(s), generation {outcome.generation}, "
+            f"{len(outcome.standby)} standby, {len(outcome.unassigned)} unassigned"
+        )
+        reason, message = problem or (("Rebalancing", summary) if rebalancing else ("Assigned", summary))
+        conditions = set_condition(conditions, "Ready", ready, reason, message, generation)
+        conditions = set_condition(conditions, "Rebalancing", rebalancing, reason, message, generation)
+        conditions = set_condition(conditions, "Degraded", problem is not None, reason, message, generation)
+    return [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]
+
+
+def _annotate(core: CoreV1Api, namespace: str, pod: str, value: str | None) -> None:
+    try:
+        core.patch_namespaced_pod(
+            pod, namespace, {"metadata": {"annotations": {ASSIGNMENT_ANNOTATION: value}}}
+        )
+    except ApiException as error:
+        if error.status != 404:  # a pod that is gone needs no assignment
+            raise
+
+
+def _items(list_call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """A list call's items as plain JSON objects (the typed models cost time and say nothing more)."""
+    response = list_call(*args, _preload_content=False, **kwargs)
+    return list(json.loads(response.data)["items"])
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}"

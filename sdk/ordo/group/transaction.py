@@ -1,0 +1,203 @@
+"""One source partition's unit of work: produce its records, then commit them with a checkpoint.
+
+Exactly-once: a Kafka transaction on the partition's own transactional producer holds the data
+and the checkpoint record, so both land or neither does. At-least-once: the data is produced on
+the member's idempotent producer and the checkpoint is written once every record of the unit is
+acknowledged; a crash in between repeats the unit from the previous checkpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from ..errors import CheckpointError, DeliveryError, ProducerFencedError, TransactionScopeError
+from ..protocol import checkpoint_key
+from .checkpoints import Checkpoint
+
+if TYPE_CHECKING:
+    from ..ordered_producer import OrderedProducer
+    from .producer import GroupProducer
+
+__all__ = ["SourceTransaction", "is_fenced"]
+
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def is_fenced(error: KafkaError) -> bool:
+    """A newer owner took over the transactional id, or the producer can no longer be used."""
+    return error.code() in _FENCED or error.fatal()
+
+
+class SourceTransaction:
+    """Made by :meth:`GroupProducer.transaction`; use it as a context manager."""
+
+    def __init__(
+        self,
+        group: GroupProducer,
+        partition: int,
+        generation: int,
+        producer: OrderedProducer,
+        exactly_once: bool,
+        checkpoint_topic: str,
+    ) -> None:
+        self.partition = partition
+        self.generation = generation
+        self._group = group
+        self._producer = producer
+        self._exactly_once = exactly_once
+        self._checkpoint_topic = checkpoint_topic
+        self._finished = False
+        self._outstanding = 0  # at-least-once: records of this unit not yet acknowledged
+        self._failed: list[KafkaError] = []
+        self._acked = threading.Condition()
+
+    def __enter__(self) -> SourceTransaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if self._finished:
+            return
+        self.abort()
+        if exc_type is None:
+            raise TransactionScopeError(
+                f"the transaction of source partition {self.partition} ended without commit(checkpoint) "
+                "or abort(); it was aborted"
+            )
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        headers: Any = None,
+        on_delivery: Callable[[KafkaError | None, Any], None] | None = None,
+    ) -> None:
+        """Send a record as part of this unit (partitioned by the producer's partitioner)."""
+        self._check_open()
+        callback = on_delivery if self._exactly_once else self._counting(on_delivery)
+        if not self._exactly_once:
+            with self._acked:
+                self._outstanding += 1
+        try:
+            self._producer.produce(topic, value, key, on_delivery=callback, headers=headers)
+        except KafkaException as error:
+            if not self._exactly_once:
+                with self._acked:
+                    self._outstanding -= 1
+            raise self._failure(error) from error
+
+    def commit(self, checkpoint: str, timeout: float = 30.0) -> None:
+        """Write the data and ``checkpoint`` (where to restart from) together."""
+        if not isinstance(checkpoint, str):
+            raise CheckpointError(
+                f"a checkpoint must be a str (e.g. an offset or timestamp as text), got "
+                f"{type(checkpoint).__name__}: {checkpoint!r}; nothing was committed, the transaction is open"
+            )
+        self._check_open()
+        record = Checkpoint.now(checkpoint, self._group.pod, self.generation).encode()
+        key = checkpoint_key(self._group.namespace, self._group.group, self.partition)
+        raw = self._producer.raw
+        if self._exactly_once:
+            try:
+                raw.produce(self._checkpoint_topic, record, key, 0)
+                self._producer.commit_transaction(timeout)
+            except KafkaException as error:
+                raise self._failure(error) from error
+            self._end()
+            return
+        self._await_acks(timeout)
+        if self._failed:
+            self._end()
+            raise DeliveryError(
+                f"{len(self._failed)} record(s) of source partition {self.partition} were not delivered "
+                f"(first: {self._failed[0]}); the checkpoint was not written: produce them again"
+            )
+        outcome: list[KafkaError | None] = []
+        raw.produce(self._checkpoint_topic, record, key, 0, on_delivery=lambda e, _m: outcome.append(e))
+        raw.flush(timeout)
+        self._end()
+        if not outcome or outcome[0] is not None:
+            raise DeliveryError(
+                f"the checkpoint of source partition {self.partition} was not written: "
+                f"{outcome[0] if outcome else 'timed out'}"
+            )
+
+    def abort(self) -> None:
+        """Give the unit up. Exactly-once: nothing of it is visible to read_committed readers.
+        At-least-once: records already sent stay; only the checkpoint is not written."""
+        if self._finished:
+            return
+        if self._exactly_once:
+            try:
+                self._producer.abort_transaction()
+            except KafkaException as error:
+                if is_fenced(error.args[0]):
+                    self._group._drop(self.partition, f"fenced while aborting: {error.args[0]}")
+                else:
+                    raise
+        self._end()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise TransactionScopeError(
+                f"the transaction of source partition {self.partition} is already committed or aborted"
+            )
+        self._group._check_still_owned(self.partition, self)
+
+    def _end(self) -> None:
+        self._finished = True
+        self._group._transaction_ended(self.partition, self)
+
+    def _failure(self, error: KafkaException) -> Exception:
+        """Map a Kafka error: fenced → drop the partition; abortable → abort; else as it is."""
+        kafka_error: KafkaError = error.args[0]
+        if is_fenced(kafka_error):
+            self._finished = True
+            self._group._drop(self.partition, str(kafka_error))
+            self._group._transaction_ended(self.partition, self)
+            return ProducerFencedError(
+                f"source partition {self.partition}: another member took it over ({kafka_error}); "
+                "stop producing it, its data since the last checkpoint was not committed"
+            )
+        if self._exactly_once and kafka_error.txn_requires_abort():
+            self.abort()
+            return TransactionScopeError(
+                f"source partition {self.partition}: the transaction failed and was aborted ({kafka_error}); "
+                "produce the unit again from the last checkpoint"
+            )
+        return error
+
+    def _counting(
+        self, user: Callable[[KafkaError | None, Any], None] | None
+    ) -> Callable[[KafkaError | None, Any], None]:
+        def delivered(error: KafkaError | None, message: Any) -> None:
+            with self._acked:
+                self._outstanding -= 1
+                if error is not None:
+                    self._failed.append(error)
+                self._acked.notify_all()
+            if user is not None:
+                user(error, message)
+
+        return delivered
+
+    def _await_acks(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._acked:
+                if self._outstanding <= 0:
+                    return
+            if time.monotonic() > deadline:
+                with self._acked:
+                    self._failed.append(KafkaError(KafkaError._MSG_TIMED_OUT))
+                return
+            self._producer.poll(0.05)  # serves delivery callbacks (ours or another thread's)
