@@ -127,7 +127,7 @@ class ExpansionTimer:
 def error_kind(error: BaseException) -> str:
     """A bounded label for an error: which side failed, not the message."""
     module = type(error).__module__
-    if module.startswith("confluent_kafka"):
+    if module.startswith(("confluent_kafka", "cimpl")):  # cimpl: confluent-kafka's C extension
         return "kafka"
     if module.startswith("kubernetes"):
         return "kubernetes"
