@@ -71,7 +71,7 @@ def test_position_never_passes_an_unfinished_record(gaps: list[int], rnd: random
 
 
 def _drain_one_at_a_time(s: Scheduler[str, str], keys: dict[str, bytes | None]) -> list[str]:
-    out = []
+    out: list[str] = []
     while True:
         taken = s.take(100)
         if not taken:

@@ -95,6 +95,8 @@ class AsyncConsumer:
         self._consumer = Consumer(
             {
                 "partition.assignment.strategy": "cooperative-sticky",
+                # a resumed partition waits for the fetch long-poll in flight: keep it short
+                "fetch.wait.max.ms": 100,
                 **config,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -272,7 +274,9 @@ class AsyncConsumer:
         try:
             while not self._stop.is_set():
                 self._service(consumer)
-                messages = consumer.consume(self._fetch_batch, 0.05)
+                # never fetch much past max_buffered (a full buffer still serves callbacks)
+                room = self.max_buffered - self._scheduler.total
+                messages = consumer.consume(max(1, min(self._fetch_batch, room)), 0.05)
                 if messages:
                     self._ingest(messages)
         except BaseException as error:  # surfaced by the user's next poll()
@@ -310,15 +314,20 @@ class AsyncConsumer:
         resume: list[TopicPartition] = []
         with self._cond:
             owned = self._owned
+            # a fair share per partition, and the total: one fetch can bring a partition far past
+            # its share, so a full buffer pauses every partition
             high = max(1, self.max_buffered // max(1, len(owned)))
+            total = self._scheduler.total
+            full = total >= self.max_buffered
+            low = total <= self.max_buffered * 3 // 4
             for tp, state in owned.items():
                 if state.revoking:
                     continue
                 buffered = self._scheduler.buffered(tp)
-                if not state.paused and buffered >= high:
+                if not state.paused and (full or buffered >= high):
                     state.paused = True
                     pause.append(TopicPartition(*tp))
-                elif state.paused and buffered <= high // 2:
+                elif state.paused and low and buffered <= high // 2:
                     state.paused = False
                     resume.append(TopicPartition(*tp))
         if pause:

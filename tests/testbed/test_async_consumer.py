@@ -1,0 +1,294 @@
+"""AsyncConsumer (KIP-983) against the testbed broker: commits, ordering modes, back-pressure,
+cooperative rebalances with delayed revocation, lost partitions, asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+
+from ordo.async_consumer import TP, AsyncConsumer, Batch
+from ordo.errors import ConfigError
+from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.waiting import wait_for
+
+pytestmark = pytest.mark.testbed
+PARTITIONS = 4
+PER_PARTITION = 500
+
+
+@pytest.fixture
+def filled(kafka: KafkaHandle) -> str:
+    """A topic of PARTITIONS partitions with PER_PARTITION records each; keys k0..k9 per partition,
+    values "<partition>:<seq of the key>"."""
+    topic = kafka.create_topic(PARTITIONS)
+    producer = Producer(kafka.config(linger_ms=5))
+    for p in range(PARTITIONS):
+        seqs: Counter[str] = Counter()
+        for i in range(PER_PARTITION):
+            key = f"k{i % 10}"
+            producer.produce(topic, f"{p}:{seqs[key]}".encode(), key.encode(), partition=p)
+            seqs[key] += 1
+    assert producer.flush(30) == 0
+    return topic
+
+
+def _config(kafka: KafkaHandle, group: str) -> dict[str, object]:
+    return kafka.config(
+        group_id=group, auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300
+    )
+
+
+def _committed(kafka: KafkaHandle, group: str, topic: str) -> list[int]:
+    reader = Consumer(kafka.config(group_id=group))
+    try:
+        return [
+            tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+        ]
+    finally:
+        reader.close()
+
+
+def _where(record: Message) -> tuple[TP, int]:
+    return (record.topic() or "", record.partition() or 0), record.offset() or 0
+
+
+def _poll_until(
+    consumer: AsyncConsumer, what: str, until: Callable[[Batch], object], timeout: float = 20
+) -> list[Batch]:
+    """Poll, handing each batch to ``until``, until it returns something true."""
+    batches: list[Batch] = []
+
+    def step() -> bool:
+        batch = consumer.poll(0.05)
+        batches.append(batch)
+        return bool(until(batch))
+
+    wait_for(step, timeout, what, step=0)
+    return batches
+
+
+def _collect(into: list[Message], count: int) -> Callable[[Batch], bool]:
+    """An ``until`` for _poll_until: keeps the records (not done) until there are ``count``."""
+
+    def until(batch: Batch) -> bool:
+        into.extend(batch.records)
+        return len(into) >= count
+
+    return until
+
+
+@pytest.fixture
+def closing() -> Iterator[list[AsyncConsumer]]:
+    made: list[AsyncConsumer] = []
+    yield made
+    for consumer in made:
+        consumer.close(timeout=1)
+
+
+def test_every_record_once_and_the_processed_positions_committed(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    group = kafka.topic("g")
+    consumer = AsyncConsumer(_config(kafka, group), [filled], ordering="unordered")
+    closing.append(consumer)
+    seen: Counter[tuple[TP, int]] = Counter()
+
+    def take(batch: Batch) -> bool:
+        for record in batch.records:
+            seen[_where(record)] += 1
+            consumer.done(record)
+        return len(seen) == PARTITIONS * PER_PARTITION
+
+    _poll_until(consumer, "every record", take)
+    consumer.close()
+    assert set(seen.values()) == {1}
+    assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
+
+
+@pytest.mark.parametrize("ordering", ["key", "partition"])
+def test_ordered_modes_never_run_two_records_of_a_lane_at_once(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], ordering: str
+) -> None:
+    consumer = AsyncConsumer(_config(kafka, kafka.topic("g")), [filled], ordering=ordering)  # type: ignore[arg-type]
+    closing.append(consumer)
+    lane = (lambda r: (r.partition(), r.key())) if ordering == "key" else (lambda r: r.partition())
+    running: dict[object, Message] = {}
+    last: dict[tuple[int | None, bytes | None], int] = {}
+    processed = 0
+    keys_in_parallel = 0
+
+    def take(batch: Batch) -> bool:
+        nonlocal processed, keys_in_parallel
+        for record in batch.records:
+            assert lane(record) not in running, f"two records of lane {lane(record)} handed out at once"
+            running[lane(record)] = record
+        keys_in_parallel = max(keys_in_parallel, len(running))
+        # finish them in reverse order of hand-out: order must come from the consumer, not from us
+        for record in reversed(list(running.values())):
+            seq = int((record.value() or b"").split(b":")[1])
+            assert seq > last.get((record.partition(), record.key()), -1)
+            last[(record.partition(), record.key())] = seq
+            consumer.done(record)
+            processed += 1
+        running.clear()
+        return processed == PARTITIONS * PER_PARTITION
+
+    _poll_until(consumer, "every record", take)
+    assert keys_in_parallel == (PARTITIONS * 10 if ordering == "key" else PARTITIONS)
+
+
+def test_back_pressure_bounds_work_and_buffer_without_dropping(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    consumer = AsyncConsumer(
+        _config(kafka, kafka.topic("g")), [filled], ordering="unordered", max_in_flight=50, max_buffered=200
+    )
+    closing.append(consumer)
+    held: list[Message] = []
+    _poll_until(consumer, "max_in_flight records", _collect(held, 50))
+    wait_for(lambda: consumer.buffered >= 150, 20, "the buffer to fill")
+    for _ in range(10):  # nothing more is handed out while the work is not done
+        assert consumer.poll(0.02).records == []
+        assert consumer.buffered <= 200 + PARTITIONS
+    assert consumer.in_flight == 50
+    seen = {_where(r) for r in held}
+    for record in held:
+        consumer.done(record)
+
+    def take(batch: Batch) -> bool:
+        for record in batch.records:
+            seen.add(_where(record))
+            consumer.done(record)
+        assert consumer.buffered <= 200 + PARTITIONS
+        return len(seen) == PARTITIONS * PER_PARTITION
+
+    _poll_until(consumer, "every record after the back-pressure", take)
+
+
+def test_kept_partitions_flow_while_a_revocation_is_delayed_and_nothing_is_processed_twice(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    group = kafka.topic("g")
+    first = AsyncConsumer(_config(kafka, group), [filled], ordering="key", max_in_flight=100)
+    closing.append(first)
+    processed: dict[str, list[tuple[TP, int]]] = {"first": [], "second": []}
+    held: list[Message] = []
+    # one record per key (10 keys per partition) is handed out, and held
+    _poll_until(first, "the first records", _collect(held, PARTITIONS * 10))
+    wait_for(lambda: first.buffered >= 1000, 20, "the first consumer to buffer ahead")
+
+    second = AsyncConsumer(_config(kafka, group), [filled], ordering="key")
+    closing.append(second)
+    stop = threading.Event()
+
+    def run_second() -> None:
+        while not stop.is_set():
+            for record in second.poll(0.05).records:
+                processed["second"].append(_where(record))
+                second.done(record)
+
+    thread = threading.Thread(target=run_second)
+    thread.start()
+    try:
+        batches = _poll_until(first, "a revocation", lambda b: b.to_be_revoked)
+        revoked = batches[-1].to_be_revoked
+        assert len(revoked) == PARTITIONS // 2 and not batches[-1].records
+        assert first.delay_revoke(revoked)  # before the next poll, which would complete it
+        for record in held:  # the work handed out before finishes now
+            processed["first"].append(_where(record))
+            first.done(record)
+        during: list[tuple[TP, int]] = []
+
+        def keep_delaying(batch: Batch) -> bool:
+            assert first.delay_revoke(revoked), "a delayed partition was lost"
+            for record in batch.records:
+                during.append(_where(record))
+                processed["first"].append(_where(record))
+                first.done(record)
+            return len(during) >= 500
+
+        _poll_until(first, "records of the kept partitions during the revocation", keep_delaying)
+        assert {tp for tp, _ in during}.isdisjoint(revoked)
+        assert not second.assignment() & revoked, "revoked partitions moved before their revocation completed"
+
+        def take(batch: Batch) -> bool:  # no more delays: the revocation completes at the next poll
+            for record in batch.records:
+                processed["first"].append(_where(record))
+                first.done(record)
+            return sum(map(len, processed.values())) == PARTITIONS * PER_PARTITION
+
+        _poll_until(first, "every record processed by one of the two", take, timeout=40)
+        assert second.assignment() == revoked
+    finally:
+        stop.set()
+        thread.join(10)
+    everything = Counter(processed["first"] + processed["second"])
+    assert len(everything) == PARTITIONS * PER_PARTITION and set(everything.values()) == {1}
+    assert first.revocation_waits and first.revocation_waits[0] > 0
+
+
+def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    group = kafka.topic("g")
+    first = AsyncConsumer(_config(kafka, group), [filled], ordering="partition", revoke_timeout=1.0)
+    closing.append(first)
+    held: list[Message] = []
+    _poll_until(first, "one record of every partition", _collect(held, PARTITIONS))
+    second = AsyncConsumer(_config(kafka, group), [filled], ordering="partition")
+    closing.append(second)
+    stuck = held[:]
+    refused = False
+
+    def delay_until_lost(batch: Batch) -> bool:
+        nonlocal refused
+        if batch.to_be_revoked:
+            refused = refused or not first.delay_revoke(batch.to_be_revoked)
+        return bool(batch.lost)
+
+    batches = _poll_until(first, "the revoked partitions to be lost", delay_until_lost, timeout=30)
+    lost = batches[-1].lost
+    assert len(lost) == PARTITIONS // 2
+    assert not first.delay_revoke(lost)
+    for record in stuck:  # finishing lost work afterwards changes nothing
+        first.done(record)
+    wait_for(lambda: second.assignment() == lost, 20, "the second to own them")
+    second.close()
+    first.close()
+    committed = _committed(kafka, group, filled)
+    for _topic, partition in lost:
+        assert committed[partition] < 1, "a lost partition was committed past its unfinished record"
+
+
+def test_async_for_yields_batches(kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]) -> None:
+    consumer = AsyncConsumer(_config(kafka, kafka.topic("g")), [filled], ordering="key")
+    closing.append(consumer)
+
+    async def consume() -> int:
+        count = 0
+        async for batch in consumer:
+            for record in batch.records:
+                await asyncio.sleep(0)  # the user's coroutine work
+                consumer.done(record)
+            count += len(batch.records)
+            if count == PARTITIONS * PER_PARTITION:
+                return count
+        return count
+
+    assert asyncio.run(asyncio.wait_for(consume(), 30)) == PARTITIONS * PER_PARTITION
+
+
+def test_bad_configuration_says_what_to_fix(kafka: KafkaHandle) -> None:
+    with pytest.raises(ConfigError, match=r"group\.id"):
+        AsyncConsumer(kafka.config(), ["t"])
+    with pytest.raises(ConfigError, match=r"enable\.auto\.commit"):
+        AsyncConsumer(kafka.config(group_id="g", enable_auto_commit=True), ["t"])
+    with pytest.raises(ConfigError, match="ordering"):
+        AsyncConsumer(kafka.config(group_id="g"), ["t"], ordering="fifo")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"max\.poll\.interval\.ms"):
+        AsyncConsumer(kafka.config(group_id="g", max_poll_interval_ms=10_000), ["t"], revoke_timeout=20)
