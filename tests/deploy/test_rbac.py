@@ -23,16 +23,6 @@ from .rbac_derivation import (
     operator_uses,
 )
 
-# Granted ahead of the ProducerGroup operator (being written in operator/ordo_operator/
-# producer_groups.py): what the design says it will call. Once its code lands, the derivation
-# finds these uses itself and this allowance can go.
-PENDING_PRODUCER_GROUP = {
-    *(Permission("", "pods", v) for v in ("get", "list", "watch", "patch")),
-    *(Permission("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch")),
-    *(Permission("ordo.dev", "producergroups", v) for v in ("list", "watch", "patch")),
-    Permission("ordo.dev", "producergroups/status", "patch"),
-}
-
 RBAC_SETS = [name for name, values in VALUE_SETS.items() if values.get("rbac", {}).get("create", True)]
 
 
@@ -62,7 +52,7 @@ def test_rbac_grants_exactly_what_the_operator_uses(name: str) -> None:
         missing = sorted(needed - have)
         where = {str(p): sorted({u.where for u in uses if u.permission == p}) for p in missing}
         assert not missing, f"{role} lacks permissions the operator uses: {where}"
-        unused = sorted(have - needed - PENDING_PRODUCER_GROUP, key=str)
+        unused = sorted(have - needed, key=str)
         assert not unused, f"{role} grants what no operator code uses: {[str(p) for p in unused]}"
 
 
@@ -82,6 +72,9 @@ def test_derivation_sees_the_current_operator() -> None:
         Permission("ordo.dev", "orderedtopicexpansions/status", "patch"),  # kube.patch_status
         Permission("", "secrets", "get"),  # spec.kafka.secretRef
         Permission("", "events", "create"),
+        Permission("", "pods", "patch"),  # ProducerGroup assignments
+        Permission("coordination.k8s.io", "leases", "watch"),  # members' Leases
+        Permission("ordo.dev", "producergroups/status", "patch"),
     } <= permissions
     assert all(use.where for use in kopf_handler_uses())
 

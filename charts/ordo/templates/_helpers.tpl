@@ -95,11 +95,11 @@ when this list grants more or less.
 # ProducerGroup members: their assignment is written into an annotation of their pod.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 # ProducerGroup members' Leases: liveness and acknowledgements (members write them).
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 # Events on every phase change and rebalance (and kopf's own handler events).
 - apiGroups: [""]
   resources: [events]
