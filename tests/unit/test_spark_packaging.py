@@ -1,0 +1,239 @@
+"""The Spark apps' deployment files, checked by machine: the SparkApplication manifests against the
+fields the Kubeflow Spark Operator's v1beta2 API requires (and no unknown ones, which the API server
+would silently prune), and the Dockerfile for a pinned slim base, a non-root user and ordo
+installed from this repository, consistent with each other and with the jobs' arguments."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[2]
+APPS = ROOT / "spark_apps"
+MANIFESTS = sorted((APPS / "manifests").glob("*.yaml"))
+
+# The v1beta2 SparkApplication fields (github.com/kubeflow/spark-operator api/v1beta2): spec needs
+# type, sparkVersion, mainApplicationFile, driver and executor; enums and minimums as the CRD has them.
+_QUANTITY = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgt])?$"}
+_ENV_FROM = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "prefix": {"type": "string"},
+            "secretRef": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+            "configMapRef": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}},
+            },
+        },
+    },
+}
+_POD = {
+    "cores": {"type": "integer", "minimum": 1},
+    "coreLimit": {"type": "string"},
+    "coreRequest": {"type": "string"},
+    "memory": _QUANTITY,
+    "memoryOverhead": _QUANTITY,
+    "image": {"type": "string"},
+    "env": {"type": "array"},
+    "envFrom": _ENV_FROM,
+    "labels": {"type": "object"},
+    "annotations": {"type": "object"},
+    "serviceAccount": {"type": "string"},
+    "javaOptions": {"type": "string"},
+    "volumeMounts": {"type": "array"},
+    "secrets": {"type": "array"},
+    "configMaps": {"type": "array"},
+    "nodeSelector": {"type": "object"},
+    "tolerations": {"type": "array"},
+    "affinity": {"type": "object"},
+    "podSecurityContext": {"type": "object"},
+    "securityContext": {"type": "object"},
+    "terminationGracePeriodSeconds": {"type": "integer"},
+}
+SPARK_APPLICATION = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "sparkoperator.k8s.io/v1beta2"},
+        "kind": {"const": "SparkApplication"},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}},
+        },
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["type", "sparkVersion", "mainApplicationFile", "driver", "executor"],
+            "properties": {
+                "type": {"enum": ["Java", "Python", "Scala", "R"]},
+                "pythonVersion": {"enum": ["2", "3"]},
+                "mode": {"enum": ["cluster", "client"]},
+                "sparkVersion": {"type": "string"},
+                "image": {"type": "string"},
+                "imagePullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                "imagePullSecrets": {"type": "array", "items": {"type": "string"}},
+                "mainApplicationFile": {"type": "string"},
+                "arguments": {"type": "array", "items": {"type": "string"}},
+                "sparkConf": {"type": "object", "additionalProperties": {"type": "string"}},
+                "hadoopConf": {"type": "object", "additionalProperties": {"type": "string"}},
+                "volumes": {"type": "array"},
+                "deps": {"type": "object"},
+                "timeToLiveSeconds": {"type": "integer"},
+                "restartPolicy": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "type": {"enum": ["Never", "Always", "OnFailure"]},
+                        "onSubmissionFailureRetries": {"type": "integer", "minimum": 0},
+                        "onFailureRetries": {"type": "integer", "minimum": 0},
+                        "onSubmissionFailureRetryInterval": {"type": "integer", "minimum": 1},
+                        "onFailureRetryInterval": {"type": "integer", "minimum": 1},
+                    },
+                },
+                "driver": {"type": "object", "additionalProperties": False, "properties": _POD},
+                "executor": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        **_POD,
+                        "instances": {"type": "integer", "minimum": 1},
+                        "deleteOnTermination": {"type": "boolean"},
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    loaded = yaml.safe_load(path.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def _job(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"job_{name}", APPS / "jobs" / name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """The Dockerfile as (INSTRUCTION, arguments), continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (APPS / "Dockerfile").read_text())
+    result = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            result.append((word.upper(), rest.strip()))
+    return result
+
+
+def _final_stage() -> list[tuple[str, str]]:
+    steps = _instructions()
+    last_from = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
+    return steps[last_from:]
+
+
+def test_there_is_a_manifest_per_job() -> None:
+    files = {_load(m)["spec"]["mainApplicationFile"].rsplit("/", 1)[-1] for m in MANIFESTS}
+    assert files == {p.name for p in (APPS / "jobs").glob("*.py")}
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifest_has_what_the_spark_operator_requires(path: Path) -> None:
+    manifest = _load(path)
+    jsonschema.validate(manifest, SPARK_APPLICATION)
+    spec = manifest["spec"]
+    assert spec["type"] == "Python" and spec["mode"] == "cluster" and spec["image"]
+    # a streaming query never finishes: the operator must restart it (from its checkpoint)
+    assert spec["restartPolicy"]["type"] == "Always" and spec["restartPolicy"]["onFailureRetryInterval"] >= 1
+    for role in ("driver", "executor"):
+        pod = spec[role]
+        assert pod["cores"] >= 1 and pod["memory"], f"{role} resources"
+        secrets = [source["secretRef"]["name"] for source in pod.get("envFrom", []) if "secretRef" in source]
+        assert secrets == ["kafka-client"], f"{role} gets the Kafka credentials from the Secret"
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifest_matches_the_image_and_the_job(path: Path) -> None:
+    spec = _load(path)["spec"]
+    copies = [args.split() for word, args in _final_stage() if word == "COPY"]
+    jobs_dir = next(dest for *sources, dest in copies if sources[-1] == "spark_apps/jobs")
+    main = spec["mainApplicationFile"]
+    assert main.startswith(f"local://{jobs_dir}/")
+    job = _job(main.rsplit("/", 1)[-1])
+    job.build_parser().parse_args(spec["arguments"])  # exits (fails the test) on bad arguments
+    pinned = re.search(r'"pyspark==([0-9.]+)"', (APPS / "Dockerfile").read_text())
+    assert pinned is not None and spec["sparkVersion"] == pinned.group(1)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s.pop("mainApplicationFile"),
+        lambda s: s.update(type="python"),
+        lambda s: s.update(mainApplicationfile="typo.py"),
+        lambda s: s["restartPolicy"].update(onFailureRetryInterval=0),
+        lambda s: s["executor"].update(instances=0),
+        lambda s: s["driver"].update(memory="lots"),
+    ],
+)
+def test_the_schema_check_can_fail(change: Any) -> None:
+    manifest = _load(MANIFESTS[0])
+    change(manifest["spec"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(manifest, SPARK_APPLICATION)
+
+
+def test_dockerfile_bases_are_pinned_and_slim() -> None:
+    bases = [args.split()[0] for word, args in _instructions() if word == "FROM"]
+    for base in bases:
+        tag = base.partition(":")[2]
+        assert "@sha256:" in base or re.match(r"^\d+\.\d+\.\d+", tag), f"{base} is not pinned to a version"
+        assert "latest" not in tag
+    assert "slim" in bases[-1]
+
+
+def test_dockerfile_runs_as_a_non_root_user() -> None:
+    users = [args for word, args in _final_stage() if word == "USER"]
+    assert users and users[-1] not in ("0", "root") and not users[-1].startswith("0:")
+
+
+def test_dockerfile_installs_ordo_from_the_repository() -> None:
+    steps = _instructions()
+    copied = {args.split()[0] for word, args in steps if word == "COPY" and "--from" not in args}
+    assert {"pyproject.toml", "sdk", "spark_apps"} <= copied
+    runs = [args for word, args in steps if word == "RUN"]
+    assert any("pip wheel" in run and run.rstrip().endswith(" .") for run in runs), "a wheel of this repo"
+    installs = [shlex.split(run) for run in runs if "pip install" in run]
+    assert any("ordo[spark]==0.1.0" in words for words in installs)
+    assert all("--no-cache-dir" in words for words in installs)
+    assert any("rm -rf /var/lib/apt/lists/*" in run for run in runs if "apt-get install" in run)
+
+
+def test_dockerfile_entrypoint_starts_drivers_and_executors() -> None:
+    entrypoint = next(args for word, args in _final_stage() if word == "ENTRYPOINT")
+    script = next(
+        args.split()[-2] for word, args in _final_stage() if word == "COPY" and "entrypoint.sh" in args
+    )
+    assert (ROOT / script).exists() and (ROOT / script).stat().st_mode & 0o111
+    assert "/opt/ordo/entrypoint.sh" in entrypoint
+    text = (ROOT / script).read_text()
+    assert "driver)" in text and "executor)" in text and "KubernetesExecutorBackend" in text
