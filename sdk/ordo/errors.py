@@ -13,6 +13,8 @@ __all__ = [
     "ProducerClosedError",
     "ProducerFencedError",
     "TransactionScopeError",
+    "UndeclaredGroupError",
+    "UndeclaredPartitionError",
 ]
 
 
@@ -56,3 +58,12 @@ class CheckpointError(OrdoError, TypeError):
 
 class DeliveryError(OrdoError):
     """Records were not acknowledged by Kafka; the checkpoint covering them was not written."""
+
+
+class UndeclaredPartitionError(TransactionScopeError):
+    """KIP-609 UNKNOWN_TOPIC_OR_PARTITION: a record for a partition the transaction did not
+    declare (or a declared partition that does not exist)."""
+
+
+class UndeclaredGroupError(TransactionScopeError):
+    """KIP-609 INVALID_GROUP_ID: offsets of a consumer group the transaction did not declare."""

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -22,8 +22,16 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from .epochs import EpochHistory, EpochState, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
-from .errors import ConfigError, ProduceBlockedError, ProducerClosedError
-from .partitioners import PARTITIONERS, Murmur2Partitioner, make_partitioner
+from .errors import (
+    ConfigError,
+    ProduceBlockedError,
+    ProducerClosedError,
+    TransactionScopeError,
+    UndeclaredGroupError,
+    UndeclaredPartitionError,
+)
+from .partitioners import PARTITIONERS, Murmur2Partitioner, RoundRobinPartitioner, make_partitioner
+from .transactions import Declaration, Transaction, group_id_of
 
 __all__ = ["OrderedProducer"]
 
@@ -40,7 +48,9 @@ class _TopicState:
         "epoch",
         "fence_epoch",
         "partitions",
+        "rotation",
         "stamp",
+        "unavailable",
         "unstamped",
         "writable",
     )
@@ -54,6 +64,8 @@ class _TopicState:
         self.fence_epoch = -1  # the fencing epoch this producer has stopped for
         self.acked_fence = -1  # the fencing epoch it reported as acknowledged
         self.writable = False  # not blocked, producer not self-fenced nor closed (kept under the gate)
+        self.rotation: RoundRobinPartitioner | None = None  # round_robin: this topic's own rotation
+        self.unavailable: frozenset[int] = frozenset()  # partitions whose leader is unknown
         self.enter_epoch(epoch, partitions)
 
     def enter_epoch(self, epoch: int, partitions: int) -> None:
@@ -71,7 +83,9 @@ class OrderedProducer:
     """Produce with ordo's partitioning, so a topic can grow without reordering any key.
 
     ``config`` is a confluent-kafka Producer config (it may be transactional). ``partitioner`` is
-    ``murmur2`` (Java-compatible, default), ``round_robin`` (KIP-369) or ``explicit``.
+    ``murmur2`` (Java-compatible, default), ``round_robin`` (KIP-369: keys stay on the records but
+    do not choose the partition; every partition with a known leader in turn, per topic; leaders
+    are re-read every ``availability_interval`` seconds) or ``explicit``.
     """
 
     def __init__(
@@ -85,6 +99,7 @@ class OrderedProducer:
         epoch_topic: str = DEFAULT_EPOCH_TOPIC,
         registry_topic: str = DEFAULT_REGISTRY_TOPIC,
         epoch_log: EpochLog | None = None,
+        availability_interval: float = 1.0,
     ) -> None:
         if partitioner not in PARTITIONERS:
             raise ConfigError(f"unknown partitioner {partitioner!r}: choose one of {', '.join(PARTITIONERS)}")
@@ -118,6 +133,9 @@ class OrderedProducer:
         self._report_now = threading.Event()
         self._stop = threading.Event()
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
+        self._scope: Transaction | None = None  # the open pre-registered transaction (KIP-609)
+        self._availability_interval = availability_interval
+        self._leaders_now = threading.Event()  # a new topic: read its leaders without waiting
         self._unsubscribe = self._log.subscribe(self._on_history)
         if not self._log.wait_caught_up(max(session_timeout, 10.0)):
             self.close()
@@ -126,6 +144,11 @@ class OrderedProducer:
             target=self._heartbeat_loop, name="ordo-producer-heartbeat", daemon=True
         )
         self._heartbeat.start()
+        if partitioner == "round_robin":
+            self._leaders = threading.Thread(
+                target=self._availability_loop, name="ordo-producer-leaders", daemon=True
+            )
+            self._leaders.start()
 
     # -- producing ---------------------------------------------------------------------------
 
@@ -145,6 +168,7 @@ class OrderedProducer:
             key = key.encode()
         raw = self._producer
         gate = self._gate
+        pinned = -1  # a partition chosen before a retry: a rotation must not advance twice
         while True:
             gate.acquire()  # explicit acquire/release: measurably cheaper than `with` on this path
             state = self._topics.get(topic)
@@ -152,40 +176,57 @@ class OrderedProducer:
                 gate.release()
                 self._wait_writable(topic)
                 continue
+            scope = self._scope
+            outside = None
             try:
                 hashes = self._hashes
-                if hashes is not None and key is not None:
+                if 0 <= pinned < state.partitions:
+                    chosen = pinned
+                elif hashes is not None and key is not None:
                     # the hot path, inlined: a cached murmur2 hash modulo the epoch's count
                     h = hashes.get(key)  # type: ignore[arg-type]
                     chosen = h % state.partitions if h is not None else self._hash_partition(key, state)  # type: ignore[arg-type]
+                elif state.rotation is not None and partition is None:
+                    declared = scope.declaration.partitions.get(topic) if scope is not None else None
+                    chosen = state.rotation.partition(
+                        None, state.partitions, None, declared, state.unavailable
+                    )
                 else:
                     chosen = self._partitioner.partition(key, state.partitions, partition)  # type: ignore[arg-type]
-                if state.unstamped and chosen in state.unstamped:
-                    headers = _with_stamp(headers, state.stamp)
-                    state.unstamped.discard(chosen)
-                if on_delivery is None and headers is None and not timestamp:
-                    try:
-                        raw.produce(topic, value, key, chosen)
-                        return
-                    except BufferError:
-                        raw.poll(0.05)  # local queue full: serve delivery callbacks, then retry below
-                raw.produce(
-                    topic,
-                    value,
-                    key,
-                    chosen,
-                    on_delivery=on_delivery,
-                    timestamp=timestamp,
-                    headers=headers,
-                )
-                return
+                if scope is not None:
+                    outside = scope.aborted or scope.declaration.outside(topic, chosen)
+                if outside is None:
+                    stamped = bool(state.unstamped) and chosen in state.unstamped
+                    if stamped:
+                        headers = _with_stamp(headers, state.stamp)
+                    if on_delivery is None and headers is None and not timestamp:
+                        try:
+                            raw.produce(topic, value, key, chosen)
+                            return
+                        except BufferError:
+                            raw.poll(0.05)  # local queue full: serve delivery callbacks, then retry below
+                    raw.produce(
+                        topic,
+                        value,
+                        key,
+                        chosen,
+                        on_delivery=on_delivery,
+                        timestamp=timestamp,
+                        headers=headers,
+                    )
+                    if stamped:  # only once sent: a record that failed must not use up the stamp
+                        state.unstamped.discard(chosen)
+                    return
             except KafkaException as error:
                 if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
                     raise
-                unknown = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
+                pinned = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
             finally:
                 gate.release()
-            self._await_partition(topic, unknown)
+            if outside is not None:
+                assert scope is not None
+                self._scope_violated(scope, outside, UndeclaredPartitionError)
+            self._await_partition(topic, pinned)
 
     def _await_partition(self, topic: str, partition: int) -> None:
         """Refresh metadata until librdkafka knows ``partition`` (created just before the epoch)."""
@@ -199,6 +240,39 @@ class OrderedProducer:
             f"partition {partition} of {topic!r} is in the epoch log but not in the broker's metadata "
             f"after {self.block_timeout:g}s; nothing was sent"
         )
+
+    def unavailable_partitions(self, topic: str) -> frozenset[int]:
+        """Partitions of ``topic`` whose leader was unknown at the last look (round_robin only)."""
+        with self._lock:
+            state = self._topics.get(topic)
+            return state.unavailable if state is not None else frozenset()
+
+    def refresh_availability(self, timeout: float = 5.0) -> None:
+        """Re-read which partitions have a leader (the round-robin rotation skips the others)."""
+        with self._lock:
+            topics = [t for t, s in self._topics.items() if s.rotation is not None]
+        for topic in topics:
+            metadata = self._producer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                continue
+            down = frozenset(
+                p for p, info in metadata.partitions.items() if info.leader < 0 or info.error is not None
+            )
+            with self._lock, self._gate:
+                state = self._topics.get(topic)
+                if state is not None and state.unavailable != down:
+                    state.unavailable = down  # a new object only on change: the rotation's cache holds
+
+    def _availability_loop(self) -> None:
+        while not self._stop.is_set():
+            self._leaders_now.wait(self._availability_interval)
+            self._leaders_now.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.refresh_availability()
+            except KafkaException as error:
+                _log.warning("producer %s: cannot read partition leaders: %s", self.producer_id, error)
 
     def _hash_partition(self, key: bytes, state: _TopicState) -> int:
         partitioner = self._partitioner
@@ -232,7 +306,69 @@ class OrderedProducer:
         self._producer.abort_transaction(timeout)
 
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float = 30.0) -> None:
+        scope = self._scope
+        if scope is not None:
+            outside = scope.aborted or scope.declaration.group_outside(group_id_of(group_metadata))
+            if outside is not None:
+                self._scope_violated(scope, outside, UndeclaredGroupError)
         self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+    # -- pre-registered transactions (KIP-609) -----------------------------------------------
+
+    def transaction(
+        self,
+        partitions: Mapping[str, Iterable[int]],
+        group_id: str | None = None,
+        timeout: float = 30.0,
+    ) -> Transaction:
+        """A transaction that may write only ``partitions`` ({topic: [partition, ...]}) and commit
+        only offsets of ``group_id``: ``with producer.transaction(...) as tx: tx.produce(...)``.
+        Declared partitions are checked against the topics' partition counts when it begins; a
+        record or offsets outside them raise TransactionScopeError at once, nothing of them is
+        sent, and the transaction is aborted. Round-robin records rotate over the declared
+        partitions. Needs a transactional.id and init_transactions() first."""
+        try:
+            declaration = Declaration.of(partitions, group_id)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        return Transaction(self, declaration, timeout)
+
+    def _begin_scoped(self, tx: Transaction) -> None:
+        if self._scope is not None:
+            raise TransactionScopeError("a transaction is already open on this producer; end it first")
+        counts: dict[str, int] = {}
+        for topic in tx.declaration.partitions:
+            try:
+                counts[topic] = self.partitions_for(topic)
+            except ConfigError:
+                continue  # left out of counts: reported as unknown below
+        tx.declaration.check_exist(counts)
+        self._producer.begin_transaction()
+        self._scope = tx
+
+    def _end_scoped(self, tx: Transaction, commit: bool, timeout: float, reason: str = "") -> None:
+        if self._scope is not tx:
+            raise TransactionScopeError("this transaction is not open on the producer")
+        if commit and tx.aborted is not None:
+            self._scope = None
+            raise TransactionScopeError(f"the transaction was aborted ({tx.aborted}); it cannot commit")
+        try:
+            if commit:
+                self._producer.commit_transaction(timeout)
+            elif tx.aborted is None:
+                tx.aborted = reason
+                self._producer.abort_transaction(timeout)
+        finally:
+            self._scope = None
+
+    def _scope_violated(self, tx: Transaction, why: str, error: type[TransactionScopeError]) -> None:
+        """Abort at once (nothing of the offending write was sent), then raise ``error``."""
+        if tx.aborted is not None:
+            raise TransactionScopeError(f"the transaction was aborted ({tx.aborted}); begin a new one")
+        tx.aborted = why
+        self._producer.abort_transaction(30.0)
+        code = "UNKNOWN_TOPIC_OR_PARTITION" if error is UndeclaredPartitionError else "INVALID_GROUP_ID"
+        raise error(f"{code}: {why}; nothing of it was sent and the transaction is aborted")
 
     @property
     def raw(self) -> Producer:
@@ -253,6 +389,9 @@ class OrderedProducer:
         if getattr(self, "_heartbeat", None) is not None:
             self._heartbeat.join(timeout=5)
             self._send_report(closed=True, timeout=5)
+        if getattr(self, "_leaders", None) is not None:
+            self._leaders_now.set()
+            self._leaders.join(timeout=10)
         self._unsubscribe()
         if self._owns_log:
             self._log.close()
@@ -306,6 +445,9 @@ class OrderedProducer:
                 raise ConfigError(f"topic {topic!r} does not exist or has no partitions")
             history = EpochHistory.initial(topic, len(metadata.partitions))
         state = _TopicState(history.active.partitions, history.active.epoch)
+        if self.partitioner_name == "round_robin":
+            state.rotation = RoundRobinPartitioner()
+            self._leaders_now.set()
         state.blocked = True
         self._topics[topic] = state
         self._lock.release()

@@ -9,7 +9,9 @@ count) instead of letting librdkafka do it from metadata that changes at an arbi
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Final, Literal, Protocol
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "murmur2",
     "murmur2_partition",
     "to_positive",
+    "usable_partitions",
 ]
 
 PartitionerName = Literal["murmur2", "round_robin", "explicit"]
@@ -110,14 +113,20 @@ class Murmur2Partitioner:
 class RoundRobinPartitioner:
     """KIP-369: every available partition in turn, evenly, keys ignored for placement.
 
-    One counter per partitioner, advanced exactly once per record, so no partition is skipped or
-    doubled (the Java RoundRobinPartitioner's KAFKA-9965 skew came from advancing twice per record).
-    Unavailable partitions are stepped over by walking the available ones, which spreads their share
-    evenly over the rest; a grown count is used from the very next record.
+    A rotation over the usable partitions, advanced exactly once per call, so no partition is
+    skipped or doubled (the Java RoundRobinPartitioner's KAFKA-9965 skew came from advancing twice
+    per record); callers must call it once per record. ``available`` limits the rotation to those
+    partitions, ``unavailable`` removes partitions whose leader is unknown; their share goes evenly
+    to the rest. When the usable set changes (a grown count, a partition lost or back), the rotation
+    continues after the last partition chosen, so the next record already uses the new set. With
+    nothing usable it falls back to all partitions (the client then waits for a leader).
     """
 
     def __init__(self) -> None:
-        self._next = 0
+        self._last = -1
+        self._index = -1
+        self._usable: tuple[int, ...] = ()
+        self._shape: tuple[int, object, object] | None = None
         self._lock = threading.Lock()
 
     def partition(
@@ -125,20 +134,35 @@ class RoundRobinPartitioner:
         key: bytes | None,
         partitions: int,
         explicit: int | None = None,
-        available: Sequence[int] | None = None,
+        available: Sequence[int] | AbstractSet[int] | None = None,
+        unavailable: AbstractSet[int] | None = None,
     ) -> int:
         _check_count(partitions)
         if explicit is not None:
             return ExplicitPartitioner.validate(explicit, partitions)
         with self._lock:
-            n = self._next
-            self._next = n + 1
-        if available is None:
-            return n % partitions
-        usable = [p for p in available if 0 <= p < partitions]
-        if not usable:  # none known to be up: fall back to all, the client will retry
-            return n % partitions
-        return usable[n % len(usable)]
+            shape = (partitions, available, unavailable)
+            if shape != self._shape:  # identical arguments compare by identity: cheap per record
+                self._shape = shape
+                self._usable = usable_partitions(partitions, available, unavailable)
+                self._index = bisect_right(self._usable, self._last) - 1
+            usable = self._usable
+            self._index = index = (self._index + 1) % len(usable)
+            self._last = chosen = usable[index]
+            return chosen
+
+
+def usable_partitions(
+    partitions: int,
+    available: Sequence[int] | AbstractSet[int] | None = None,
+    unavailable: AbstractSet[int] | None = None,
+) -> tuple[int, ...]:
+    """The partitions a round-robin rotation visits, in order; all of them when none is usable."""
+    candidates = (
+        range(partitions) if available is None else sorted({p for p in available if 0 <= p < partitions})
+    )
+    usable = tuple(p for p in candidates if not unavailable or p not in unavailable)
+    return usable or tuple(range(partitions))
 
 
 class ExplicitPartitioner:

@@ -260,6 +260,8 @@ async def metadata(core: ProxyCore, request: Request, forced: Forced) -> Action:
             if visible is not None:
                 parts = tuple(p for p in topic.partitions if int(p.partition_index) < visible)
                 topic = dataclasses.replace(topic, partitions=parts)
+            if any(t == topic.name and p is not None for t, p in forced):
+                topic = _leaderless(topic, forced)
             topics.append(topic)
         for name, error in rejected.items():
             topics.append(blank(topic_cls, name=name, error_code=error, partitions=()))
@@ -269,6 +271,18 @@ async def metadata(core: ProxyCore, request: Request, forced: Forced) -> Action:
         return wire.encode_response(response, request.prefix.correlation_id)
 
     return Forward(body, on_response)
+
+
+def _leaderless(topic: Any, forced: Forced) -> Any:
+    """A partition-scoped Metadata fault: that partition reports the error and no leader, as
+    Kafka does while a partition has no leader (clients treat it as unavailable)."""
+    parts = []
+    for part in topic.partitions:
+        error = forced.get((topic.name, int(part.partition_index)))
+        if error is not None:
+            part = dataclasses.replace(part, error_code=error, leader_id=-1)
+        parts.append(part)
+    return dataclasses.replace(topic, partitions=tuple(parts))
 
 
 def _rewrite_hosts(core: ProxyCore, brokers: tuple[Any, ...]) -> tuple[Any, ...]:

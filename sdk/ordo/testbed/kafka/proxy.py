@@ -221,6 +221,8 @@ class _Connection:
                     return request.reply(error_response(request, error, named))
                 if fault.topic is None:
                     forced.update(dict.fromkeys(named, error))
+                elif api_key == 3 and fault.partition is not None:
+                    forced[(fault.topic, fault.partition)] = error  # Metadata: that partition's error
                 elif matched:
                     forced.update(dict.fromkeys(matched, error))
                 else:
