@@ -1,0 +1,262 @@
+"""``ordo bench eos``: a consume-transform-produce exactly-once benchmark, as KIP-609 proposes.
+
+Fills the input topic with ``--records`` records, then consumes them, writes one output record per
+input record and commits the consumer's offsets in the same transaction, ``--transaction-size``
+records per transaction. With ``--pre-registration`` each transaction declares the output
+partitions of its records and the consumer group up front (``OrderedProducer.transaction``).
+At the end a read_committed consumer checks that the output holds every input record exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import CliError
+
+__all__ = ["EosResult", "percentile", "register", "run", "tally"]
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser("bench", help="benchmarks against a Kafka cluster")
+    kinds = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+    eos = kinds.add_parser("eos", help="consume-transform-produce with exactly-once transactions (KIP-609)")
+    eos.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("KAFKA_BOOTSTRAP"),
+        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP); --testbed starts a local one instead",
+    )
+    eos.add_argument("--testbed", action="store_true", help="run against an embedded Kafka testbed")
+    eos.add_argument("--input-topic", help="consume from this topic (default: a new one)")
+    eos.add_argument("--output-topic", help="produce to this topic (default: a new one)")
+    eos.add_argument("--partitions", type=int, default=6, help="partitions of topics this command creates")
+    eos.add_argument("--consumer-group-id", default="ordo-eos-bench", help="the consumer group")
+    eos.add_argument("--poll-timeout", type=int, default=100, help="consumer poll timeout, ms")
+    eos.add_argument("--transaction-size", type=int, default=500, help="records per transaction")
+    eos.add_argument(
+        "--pre-registration",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="declare each transaction's output partitions and group when it begins (KIP-609)",
+    )
+    eos.add_argument("--records", type=int, default=100_000, help="input records to process")
+    eos.add_argument("--record-size", type=int, default=100, help="bytes per record value")
+    eos.set_defaults(run=run)
+
+
+@dataclass
+class EosResult:
+    records: int
+    seconds: float
+    transactions: int
+    commit_latencies: list[float]
+    duplicates: int = 0
+    missing: int = 0
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.duplicates == 0 and self.missing == 0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of ``values``; NaN when there are none."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def tally(run_id: str, records: int, values: Iterable[bytes]) -> tuple[int, int]:
+    """(duplicates, missing) of this run's record numbers 0..records-1 among output ``values``."""
+    prefix = f"{run_id}:".encode()
+    seen: Counter[int] = Counter()
+    for value in values:
+        if value.startswith(prefix):
+            seen[int(value[len(prefix) :].split(b":", 1)[0])] += 1
+    duplicates = sum(n - 1 for n in seen.values() if n > 1)
+    missing = sum(1 for i in range(records) if i not in seen)
+    return duplicates, missing
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.testbed:
+        try:
+            from ..testbed.kafka import KafkaTestbed
+        except ImportError as error:
+            raise CliError(
+                f"--testbed needs the 'testbed' extra: pip install 'ordo[testbed]' ({error})"
+            ) from None
+        with KafkaTestbed() as bed:
+            return _report(args, _eos(args, bed.bootstrap))
+    if not args.bootstrap_servers:
+        raise CliError("give --bootstrap-servers (or set KAFKA_BOOTSTRAP), or use --testbed")
+    return _report(args, _eos(args, args.bootstrap_servers))
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("records", "record_size", "transaction_size", "partitions"):
+        if getattr(args, name) < 1:
+            raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.poll_timeout < 0:
+        raise CliError(f"--poll-timeout must not be negative, got {args.poll_timeout}")
+
+
+def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from ..epochs.log import ensure_log_topics
+    from ..ordered_producer import OrderedProducer
+    from ..partitioners import murmur2_partition
+
+    run_id = uuid.uuid4().hex[:8]
+    source = args.input_topic or f"ordo-eos-in-{run_id}"
+    sink = args.output_topic or f"ordo-eos-out-{run_id}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ensure_log_topics(admin)
+    existing = admin.list_topics(timeout=10).topics
+    missing = [NewTopic(t, args.partitions) for t in (source, sink) if t not in existing]
+    for future in admin.create_topics(missing).values() if missing else ():
+        future.result(15)
+
+    # the input: "<run>:<number>:" padded to --record-size, keyed by the number
+    filler = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(args.records):
+        value = f"{run_id}:{i}:".encode().ljust(args.record_size, b"x")
+        while True:
+            try:
+                filler.produce(source, value, str(i).encode())
+                break
+            except BufferError:
+                filler.poll(0.05)
+    if filler.flush(60):
+        raise CliError(f"could not write the input records to {source!r}")
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": args.consumer_group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    partitions = len(admin.list_topics(source, timeout=10).topics[source].partitions)
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(source, p), timeout=10)[1] for p in range(partitions)
+    }
+    producer = OrderedProducer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"ordo-eos-bench-{run_id}", "linger.ms": 5}
+    )
+    out_count = producer.partitions_for(sink)
+    latencies: list[float] = []
+    transactions = processed = 0
+    position: dict[int, int] = {}
+    consumer.subscribe([source])
+    started = time.monotonic()
+    try:
+        producer.init_transactions(30)
+        while any(position.get(p, -1) < end for p, end in ends.items() if end > 0):
+            batch = [
+                m for m in consumer.consume(args.transaction_size, args.poll_timeout / 1000) if not m.error()
+            ]
+            if not batch:
+                continue
+            for m in batch:
+                position[m.partition() or 0] = (m.offset() or 0) + 1
+            offsets = [TopicPartition(source, p, o) for p, o in position.items()]
+            metadata = consumer.consumer_group_metadata()
+            if args.pre_registration:
+                declared = {murmur2_partition(m.key() or b"", out_count) for m in batch}
+                with producer.transaction(partitions={sink: declared}, group_id=args.consumer_group_id) as tx:
+                    for m in batch:
+                        tx.produce(sink, m.value(), m.key())
+                    tx.send_offsets(offsets, metadata)
+                    begun = time.monotonic()
+                    tx.commit()
+            else:
+                producer.begin_transaction()
+                for m in batch:
+                    producer.produce(sink, m.value(), m.key())
+                producer.send_offsets_to_transaction(offsets, metadata)
+                begun = time.monotonic()
+                producer.commit_transaction(30)
+            latencies.append(time.monotonic() - begun)
+            transactions += 1
+            processed += len(batch)
+        seconds = time.monotonic() - started
+    except KafkaException as error:
+        raise CliError(f"the exactly-once loop failed: {error}") from None
+    finally:
+        consumer.close()
+        producer.close()
+    duplicates, lost = tally(run_id, args.records, _read_committed(bootstrap, sink))
+    return EosResult(processed, seconds, transactions, latencies, duplicates, lost)
+
+
+def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    """Every committed value of ``topic``, read to the end of each partition."""
+    from confluent_kafka import Consumer, KafkaError
+
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ordo-eos-verify-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        partitions = len(reader.list_topics(topic, timeout=10).topics[topic].partitions)
+        reader.subscribe([topic])
+        values: list[bytes] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise CliError(f"could not read {topic!r} to its end for the verification")
+            for m in reader.consume(1000, 0.5):
+                error = m.error()
+                if error is None:
+                    values.append(m.value() or b"")
+                    at_end.discard(m.partition() or 0)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition() or 0)
+        return values
+    finally:
+        reader.close()
+
+
+def _report(args: argparse.Namespace, result: EosResult) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    mode = "with pre-registration" if args.pre_registration else "without pre-registration"
+    table = Table(title=f"ordo bench eos — {mode}, {args.transaction_size} records per transaction")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    seconds = max(result.seconds, 1e-9)
+    table.add_row("records", f"{result.records:,}")
+    table.add_row("records/s", f"{result.records / seconds:,.0f}")
+    table.add_row("transactions", f"{result.transactions:,}")
+    table.add_row("transactions/s", f"{result.transactions / seconds:,.1f}")
+    table.add_row("commit latency p50", f"{percentile(result.commit_latencies, 0.5) * 1000:,.1f} ms")
+    table.add_row("commit latency p99", f"{percentile(result.commit_latencies, 0.99) * 1000:,.1f} ms")
+    verdict = (
+        "exactly once"
+        if result.exactly_once
+        else f"FAILED: {result.duplicates} duplicates, {result.missing} missing"
+    )
+    table.add_row("output (read_committed)", verdict)
+    Console().print(table)
+    return 0 if result.exactly_once else 1
