@@ -3,13 +3,14 @@ settings from the environment (a Secret mounted with ``envFrom``)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from . import register
 
-__all__ = ["kafka_config_from_env", "session", "source_options"]
+__all__ = ["job_parser", "kafka_config_from_env", "open_stream", "session", "source_options"]
 
 
 def kafka_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -35,3 +36,33 @@ def session(app_name: str) -> Any:
     spark = SparkSession.builder.appName(app_name).getOrCreate()
     register(spark)
     return spark
+
+
+def job_parser(prog: str) -> argparse.ArgumentParser:
+    """The arguments every job takes; a job adds its own."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--checkpoint", required=True, help="the streaming query's checkpoint location")
+    parser.add_argument("--bootstrap", help="overrides KAFKA_BOOTSTRAP_SERVERS")
+    parser.add_argument("--epoch-topic", default="__ordo_epochs")
+    parser.add_argument("--max-records-per-trigger", type=int, default=100_000)
+    parser.add_argument("--starting-offsets", default="earliest")
+    return parser
+
+
+def open_stream(
+    app_name: str, args: argparse.Namespace, topic: str, **options: str
+) -> tuple[Any, dict[str, str]]:
+    """A session and an ``ordo-kafka`` stream of ``topic`` from the common arguments; returns the
+    stream and the Kafka client settings it used."""
+    kafka = kafka_config_from_env()
+    if args.bootstrap:
+        kafka["bootstrap.servers"] = args.bootstrap
+    settings = source_options(
+        kafka,
+        subscribe=topic,
+        startingOffsets=args.starting_offsets,
+        maxRecordsPerTrigger=str(args.max_records_per_trigger),
+        epochTopic=args.epoch_topic,
+        **options,
+    )
+    return session(app_name).readStream.format("ordo-kafka").options(**settings).load(), kafka

@@ -146,3 +146,37 @@ def test_gated_pipeline_keeps_every_key_in_order_and_the_control_does_not(
     assert bad.violations > 0, "the control must show that the check can fail"
     epochs_seen = spark.read.parquet(str(tmp_path / "gated" / "out")).groupBy("epoch").count().collect()
     assert {row["epoch"] for row in epochs_seen} == {0, 1, 2}
+
+
+def test_the_job_runs_as_spark_submit_would_run_it(
+    spark: Any, kafka: KafkaHandle, log_topics: tuple[str, str], tmp_path: Path
+) -> None:
+    """spark_apps/jobs/ordered_pipeline.py's main, with Trigger.AvailableNow, on the same session."""
+    import importlib.util
+
+    topic = kafka.create_topic(3)
+    producer = OrderedProducer(
+        kafka.config(linger_ms=5), epoch_topic=log_topics[0], registry_topic=log_topics[1]
+    )
+    for n in range(3000):
+        producer.produce(
+            topic, encode(Numbered(key_name(1, n % 30), n // 30)), key=key_name(1, n % 30).encode()
+        )
+    assert producer.flush(30) == 0
+    producer.close()
+    path = Path(__file__).parents[2] / "spark_apps" / "jobs" / "ordered_pipeline.py"
+    spec = importlib.util.spec_from_file_location("ordered_pipeline_job", path)
+    assert spec is not None and spec.loader is not None
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    argv = [
+        f"--topic={topic}",
+        f"--output={tmp_path / 'out'}",
+        f"--checkpoint={tmp_path / 'checkpoint'}",
+        f"--bootstrap={kafka.bootstrap}",
+        f"--epoch-topic={log_topics[0]}",
+        "--available-now",
+    ]
+    assert job.main(argv) == 0
+    report = summarize(spark, str(tmp_path / "out"))
+    assert (report.rows, report.distinct, report.violations) == (3000, 3000, 0)
