@@ -79,8 +79,19 @@ class _Wakers:
 _wakers = _Wakers()
 
 
+class _QuietWakeups(logging.Filter):
+    """kopf logs every handler success; for the wake-up watchers that is a line per Lease renewal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.INFO or not any(h in record.getMessage() for h in _WAKEUP_HANDLERS)
+
+
+_WAKEUP_HANDLERS = ("lease_changed", "pod_changed")
+
+
 def register(settings: OperatorConfig) -> None:
     """Register the handlers with kopf (called once by the operator's entry point)."""
+    logging.getLogger("kopf.objects").addFilter(_QuietWakeups())
 
     @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={GROUP_LABEL: kopf.PRESENT})  # type: ignore[arg-type]
     def lease_changed(namespace: str, labels: dict[str, str], **_: Any) -> None:

@@ -49,7 +49,12 @@ class CompactedTopicReader(Generic[V]):
         self._changed = threading.Condition()
         self._caught_up = False
         self._version = 0  # bumped on every accepted value
-        self._end_seen = -1  # the furthest end of the partition this reader has reached
+        # How far this reader has read: past its last record, or the end it reached (a record's
+        # position excludes the transaction marker after it; the end includes it)
+        self._position = -1
+        self._config = dict(kafka_config)
+        self._probe: Consumer | None = None  # for catch_up(), made on first use
+        self._probe_lock = threading.Lock()
         self._consumer = Consumer(reader_config(kafka_config, f"reader-{topic}"))
         self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         self._stop = threading.Event()
@@ -95,9 +100,12 @@ class CompactedTopicReader(Generic[V]):
     def catch_up(self, timeout: float) -> bool:
         """Wait until everything committed to the topic before this call has been read (a
         transaction still open holds the reader back until it ends)."""
-        partition = TopicPartition(self.topic, 0)
-        _, high = self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=False)
-        return self.wait_for(lambda: self._end_seen >= high, timeout)
+        with self._probe_lock:  # the reader's own consumer is busy polling on its thread
+            if self._probe is None:
+                self._probe = Consumer(reader_config(self._config, f"probe-{self.topic}"))
+            partition = TopicPartition(self.topic, 0)
+            _, high = self._probe.get_watermark_offsets(partition, timeout=timeout, cached=False)
+        return self.wait_for(lambda: self._position >= high, timeout)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -119,10 +127,18 @@ class CompactedTopicReader(Generic[V]):
         self._stop.set()
         self._thread.join(timeout=10)
         self._consumer.close()
+        if self._probe is not None:
+            self._probe.close()
 
     def _run(self) -> None:
+        partition = [TopicPartition(self.topic, 0)]
         while not self._stop.is_set():
             message = self._consumer.poll(0.1)
+            position = self._consumer.position(partition)[0].offset
+            if position > self._position:
+                with self._changed:
+                    self._position = position
+                    self._changed.notify_all()
             if message is None:
                 continue
             error = message.error()
@@ -131,7 +147,7 @@ class CompactedTopicReader(Generic[V]):
             elif error.code() == KafkaError._PARTITION_EOF:
                 with self._changed:
                     self._caught_up = True
-                    self._end_seen = max(self._end_seen, message.offset() or 0)
+                    self._position = max(self._position, message.offset() or 0)
                     self._changed.notify_all()
             elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 _log.warning("%s: %s", self.topic, error)

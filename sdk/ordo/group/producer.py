@@ -253,8 +253,12 @@ class GroupProducer:
         producers = self._open_producers(assigned, settings)
         log = self._checkpoints
         assert log is not None
-        if assigned and not log.catch_up(settings.session_timeout_seconds):
-            _log.warning("member %s: checkpoint topic not read to its end; checkpoints may be old", self.pod)
+        # The new owner's transactional producers are initialised (any transaction left open by
+        # the previous owner is aborted), so the checkpoint topic can be read to its end now.
+        while assigned and not log.catch_up(settings.session_timeout_seconds):
+            if self._closed:
+                return
+            _log.warning("member %s: checkpoint topic not read to its end yet; waiting", self.pod)
         with self._lock:
             for p, producer in producers.items():
                 self._slots[p] = _Slot(producer)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import threading
 import time
 
 
 def stop_on_signals() -> threading.Event:
+    """A stop flag set by SIGTERM/SIGINT; SIGUSR1 dumps every thread's stack to stderr."""
+    faulthandler.register(signal.SIGUSR1)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

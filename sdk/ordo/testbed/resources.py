@@ -8,7 +8,7 @@ from ..api import API_GROUP
 from ..api.common import VERSION
 from .waiting import wait_for
 
-__all__ = ["Expansions"]
+__all__ = ["Expansions", "Groups"]
 
 
 class Expansions:
@@ -44,5 +44,63 @@ class Expansions:
             return status if status.get("phase") == phase else None
 
         found = wait_for(reached, timeout, f"{name} to reach {phase}")
+        assert found is not None
+        return found
+
+
+class Groups:
+    """ProducerGroups in one namespace, through a kubernetes ``CustomObjectsApi``."""
+
+    plural = "producergroups"
+
+    def __init__(self, custom_api: Any, namespace: str) -> None:
+        self.api = custom_api
+        self.namespace = namespace
+
+    def create(self, name: str, source_partitions: int, selector: dict[str, str], **spec: Any) -> None:
+        body = {
+            "apiVersion": f"{API_GROUP}/{VERSION}",
+            "kind": "ProducerGroup",
+            "metadata": {"name": name},
+            "spec": {"sourcePartitions": source_partitions, "selector": {"matchLabels": selector}, **spec},
+        }
+        self.api.create_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, body)
+
+    def patch_spec(self, name: str, **spec: Any) -> None:
+        self.api.patch_namespaced_custom_object(
+            API_GROUP, VERSION, self.namespace, self.plural, name, {"spec": spec}
+        )
+
+    def delete(self, name: str) -> None:
+        self.api.delete_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
+
+    def get(self, name: str) -> dict[str, Any]:
+        return dict(
+            self.api.get_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(self.get(name).get("status") or {})
+
+    def owners(self, name: str) -> dict[str, list[int]]:
+        """Live member -> the partitions status says it owns."""
+        return {m["pod"]: m.get("partitions", []) for m in self.status(name).get("members") or []}
+
+    def wait_settled(
+        self, name: str, members: int, timeout: float = 60.0, partitions: int | None = None
+    ) -> dict[str, Any]:
+        """Wait until ``members`` live members own every partition and the group is Ready."""
+
+        def settled() -> dict[str, Any] | None:
+            status = self.status(name)
+            ready = any(
+                c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []
+            )
+            owned = sum(len(m.get("partitions", [])) for m in status.get("members") or [])
+            if ready and status.get("memberCount") == members and (partitions is None or owned == partitions):
+                return status
+            return None
+
+        found = wait_for(settled, timeout, f"group {name} settled with {members} member(s)")
         assert found is not None
         return found
