@@ -51,6 +51,19 @@ def test_unknown_offsets_are_ignored() -> None:
     assert not t.done(2) and not t.done(11) and t.position == 10
 
 
+def test_truncating_a_revoked_partition_keeps_the_gaps_below_what_was_handed_out() -> None:
+    t = OffsetTracker()
+    for offset in range(10):
+        t.add(offset)
+    t.done(0)
+    t.done(4)  # key mode handed 4 out before 1..3
+    assert t.highest_done() == 4
+    assert t.truncate_after(4) == 5 and t.unfinished == 3 and t.position == 1
+    for offset in (1, 2, 3):
+        t.done(offset)
+    assert t.position == 5 and t.unfinished == 0 and t.highest_done() == 4
+
+
 @given(st.lists(st.integers(1, 3), min_size=1, max_size=60), st.randoms(use_true_random=False))
 def test_position_never_passes_an_unfinished_record(gaps: list[int], rnd: random.Random) -> None:
     offsets = [sum(gaps[: i + 1]) for i in range(len(gaps))]
@@ -144,6 +157,17 @@ def test_drop_forgets_a_partition_even_with_a_record_in_flight() -> None:
     assert s.drop("p0") == 1 and s.drop("p1") == 1
     s.release("p0", None)  # a release after the drop is harmless
     assert s.take(10) == [] and s.total == 0
+
+
+def test_drop_can_keep_some_records_in_their_lanes() -> None:
+    s: Scheduler[str, int] = Scheduler("key")
+    for offset, key in enumerate([b"a", b"b", b"a", b"c", b"b"]):
+        s.add("p0", key, offset)
+    assert [i for _, i in s.take(1)] == [0]  # a is busy now
+    assert s.drop("p0", keep=lambda offset: offset <= 2) == 2  # 3 and 4 dropped
+    assert sorted(i for _, i in s.take(10)) == [1]
+    s.release("p0", b"a")
+    assert [i for _, i in s.take(10)] == [2] and s.total == 0
 
 
 def test_unknown_ordering_names_the_choices() -> None:

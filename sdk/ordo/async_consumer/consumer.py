@@ -179,9 +179,11 @@ class AsyncConsumer:
             return self._revocations.delay(partitions)
 
     def unfinished(self, partitions: Iterable[TP] | None = None) -> set[TP]:
-        """Partitions (of ``partitions``, default all) with records handed out and not done."""
+        """Partitions (of ``partitions``, default all) with records handed out and not done, and
+        partitions being revoked that still have records to hand out (gaps, see ``key`` mode)."""
         with self._cond:
             busy = {(t, p) for t, p, _ in self._in_flight}
+            busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
         return busy if partitions is None else busy & set(partitions)
 
     def assignment(self) -> set[TP]:
@@ -390,8 +392,7 @@ class AsyncConsumer:
         with self._cond:
             revoking = [tp for tp in tps if tp in self._owned]
             for tp in revoking:
-                self._owned[tp].revoking = True
-                self._scheduler.drop(tp)  # never hand out records of a revoked partition
+                self._stop_fetching(tp)
             self._revocations.request(revoking, started + self.revoke_timeout)
             self._cond.notify_all()
         while True:
@@ -412,6 +413,19 @@ class AsyncConsumer:
             for tp in tps:
                 self._committed.pop(tp, None)
         self.revocation_waits.append(time.monotonic() - started)
+
+    def _stop_fetching(self, tp: TP) -> None:
+        """A revocation starts: drop the partition's buffered records above the highest one handed
+        out. Those below it are gaps (``key`` mode hands out of offset order): they are still
+        handed out, or the committed position could not pass them and the next owner would process
+        again what was processed here after them."""
+        state = self._owned[tp]
+        state.revoking = True
+        topic, partition = tp
+        flying = [o for t, p, o in self._in_flight if p == partition and t == topic]
+        limit = max(max(flying, default=-1), state.tracker.highest_done())
+        self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
+        state.tracker.truncate_after(limit)
 
     def _complete_unfinished(self, partitions: list[TP]) -> None:
         pending = [tp for tp in partitions if tp in self._revocations.pending]

@@ -49,6 +49,23 @@ class OffsetTracker:
         self._next = pending[0] if pending else last + 1
         return True
 
+    def highest_done(self) -> int:
+        """The highest offset marked done (-1 when none)."""
+        if self._done:
+            return max(self._done)
+        if self._pending:
+            return self._pending[0] - 1  # below the head everything is done (or was never added)
+        return self._next - 1 if self._next is not None else -1
+
+    def truncate_after(self, offset: int) -> int:
+        """Forget records added above ``offset`` (never handed out: another consumer will read
+        them); returns how many. The position stays at the first record not done."""
+        pending, dropped = self._pending, 0
+        while pending and pending[-1] > offset:
+            self._done.discard(pending.pop())
+            dropped += 1
+        return dropped
+
     @property
     def position(self) -> int | None:
         """The offset to commit (the next record to process), or None before any record."""

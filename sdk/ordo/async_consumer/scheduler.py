@@ -10,7 +10,7 @@ ever being processed, and lanes are served round-robin so no partition or key st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Final, Generic, Literal, TypeVar
 
 __all__ = ["ORDERINGS", "Ordering", "Scheduler"]
@@ -111,12 +111,29 @@ class Scheduler(Generic[P, R]):
             if lanes is not None:
                 lanes.discard(lane_id)
 
-    def drop(self, partition: P) -> int:
-        """Forget a partition's lanes and buffered records; returns how many were buffered."""
-        for lane_id in self._of_partition.pop(partition, ()):
-            lane = self._lanes.pop(lane_id)
-            lane.items.clear()  # a queued lane is skipped when reached
-        dropped = self._buffered.pop(partition, 0)
+    def drop(self, partition: P, keep: Callable[[R], bool] | None = None) -> int:
+        """Forget a partition's buffered records (those ``keep`` accepts stay, in their lanes);
+        returns how many were dropped. Without ``keep`` the partition's lanes are forgotten."""
+        dropped = 0
+        lanes = self._of_partition.get(partition, set())
+        for lane_id in list(lanes):
+            lane = self._lanes[lane_id]
+            before = len(lane.items)
+            if keep is not None:
+                lane.items = deque(item for item in lane.items if keep(item))
+            else:
+                lane.items.clear()  # a queued lane is skipped when reached
+            dropped += before - len(lane.items)
+            if keep is None or (not lane.items and not lane.busy):
+                del self._lanes[lane_id]
+                lanes.discard(lane_id)
+        if keep is None:
+            self._of_partition.pop(partition, None)
+        left = self._buffered.get(partition, 0) - dropped
+        if left:
+            self._buffered[partition] = left
+        else:
+            self._buffered.pop(partition, None)
         self.total -= dropped
         return dropped
 
