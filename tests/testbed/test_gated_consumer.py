@@ -140,7 +140,7 @@ def test_a_record_stamped_with_an_epoch_the_log_has_not_shown_waits_for_the_log(
     writer.write(history)
     producer = Producer(kafka.config(linger_ms=1))
     for i in range(10):
-        headers = stamp(1) if i == 5 else None
+        headers: list[tuple[str, str | bytes | None]] = list(stamp(1)) if i == 5 else []
         producer.produce(topic, f"r{i}".encode(), partition=0, headers=headers)
     assert producer.flush(30) == 0
     try:

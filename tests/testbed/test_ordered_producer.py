@@ -137,12 +137,12 @@ def test_the_first_record_per_partition_of_each_epoch_is_stamped(setup: Setup) -
     for m in messages:
         epoch = stamped_epoch(m.headers())
         if epoch is not None:
-            stamps.setdefault((m.partition(), epoch), []).append(m.offset())
+            stamps.setdefault((m.partition() or 0, epoch), []).append(m.offset() or 0)
         if m.value() == b"epoch-1":
             assert ("app", b"kept") in (m.headers() or []), "the caller's headers are kept"
-    first = {}
+    first: dict[tuple[int, bytes], int] = {}
     for m in messages:
-        first.setdefault((m.partition(), m.value()), m.offset())
+        first.setdefault((m.partition() or 0, m.value() or b""), m.offset() or 0)
     assert stamps == {(p, int(v[-1:])): [o] for (p, v), o in first.items()}, "one stamp: the first record"
 
 
