@@ -26,6 +26,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ordo.epochs import EpochHistory
+
 from .broker import BrokerView
 from .options import SourceOptions, parse_options
 from .planning import (
@@ -76,10 +78,11 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.last_plan: Plan | None = None
         self._target: Offsets | None = None
         self._broker: BrokerView | None = None
+        self._histories: dict[str, EpochHistory | None] | None = None  # as of the last plan
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read: driver clients (threads, sockets) must not travel with the reader.
-        return {**self.__dict__, "_broker": None}
+        return {**self.__dict__, "_broker": None, "_histories": None}
 
     @property
     def broker(self) -> BrokerView:
@@ -100,6 +103,7 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         marks, histories = self.broker.snapshot(self.options.topics)
+        self._histories = histories
         plan = plan_batch(
             decode(start),
             marks,
@@ -123,7 +127,11 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        histories = self.broker.histories(self.options.topics) if self.options.gate else {}
+        # The histories of the plan are as new as its end offsets; a batch replayed after a
+        # restart was planned by another process, so it reads them afresh.
+        histories: dict[str, EpochHistory | None] = {}
+        if self.options.gate:
+            histories = self._histories or self.broker.histories(self.options.topics)
         return [SlicePartition(piece) for piece in slices(decode(start), decode(end), histories)]
 
     def commit(self, end: dict[str, Any]) -> None:
