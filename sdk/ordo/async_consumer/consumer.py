@@ -87,7 +87,9 @@ class AsyncConsumer:
         self.topics = list(topics)
         _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
         self.ordering: Ordering = ordering
+        self._ordered = ordering != "unordered"
         self.max_in_flight = max_in_flight
+        self._wake_at = max_in_flight * 3 // 4
         self.max_buffered = max_buffered
         self.revoke_timeout = revoke_timeout
         self._fetch_batch = fetch_batch
@@ -103,10 +105,12 @@ class AsyncConsumer:
                 "on_commit": self._on_commit,
             }
         )
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # not reentrant: cheaper, never nested
         self._owned: dict[TP, _Owned] = {}
         self._scheduler: Scheduler[TP, Message] = Scheduler(ordering)
-        self._in_flight: dict[tuple[str, int, int], Message] = {}
+        # records handed out and not done, by id(): cheaper than by (topic, partition, offset), and
+        # safe, as a live record's id is unique and the user holds the record it calls done() with
+        self._in_flight: dict[int, tuple[TP, Message]] = {}
         self._revocations: Revocations[TP] = Revocations()
         self._snapshots: dict[TP, int | None] = {}  # positions of completed revocations, to commit
         self._policy = CommitPolicy(commit_interval, commit_every, time.monotonic())
@@ -148,8 +152,9 @@ class AsyncConsumer:
                 self._check_usable()
             in_flight = self._in_flight
             records = []
-            for tp, message in taken:
-                in_flight[(tp[0], tp[1], message.offset())] = message  # type: ignore[index]
+            for entry in taken:
+                message = entry[1]
+                in_flight[id(message)] = entry
                 records.append(message)
             to_be_revoked, lost = self._revocations.report()
             errors, self._errors = self._errors, []
@@ -157,19 +162,18 @@ class AsyncConsumer:
 
     def done(self, record: Message) -> None:
         """``record`` is processed. Records of lost or revoked partitions are ignored."""
-        # data records always have these (the stubs say Optional for error events)
-        topic: str = record.topic()  # type: ignore[assignment]
-        partition: int = record.partition()  # type: ignore[assignment]
-        offset: int = record.offset()  # type: ignore[assignment]
+        offset: int = record.offset()  # type: ignore[assignment]  # never None for data records
         with self._cond:
-            if self._in_flight.get((topic, partition, offset)) is not record:
+            entry = self._in_flight.pop(id(record), None)
+            if entry is None:
                 return  # not handed out by this consumer's current ownership (stale, repeated)
-            del self._in_flight[(topic, partition, offset)]
-            tp = (topic, partition)
+            tp = entry[0]
             self._owned[tp].tracker.done(offset)
-            self._scheduler.release(tp, record.key())
+            ready = self._ordered and self._scheduler.release(tp, record.key())
             self._policy.pending += 1
-            if self._poll_waiting:
+            # wake a waiting poll for a record that may run now, or once a quarter of
+            # max_in_flight is free: waking it per record would hand out batches of one
+            if self._poll_waiting and (ready or len(self._in_flight) == self._wake_at):
                 self._cond.notify_all()
 
     def delay_revoke(self, partitions: Iterable[TP]) -> bool:
@@ -182,7 +186,7 @@ class AsyncConsumer:
         """Partitions (of ``partitions``, default all) with records handed out and not done, and
         partitions being revoked that still have records to hand out (gaps, see ``key`` mode)."""
         with self._cond:
-            busy = {(t, p) for t, p, _ in self._in_flight}
+            busy = {tp for tp, _ in self._in_flight.values()}
             busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
         return busy if partitions is None else busy & set(partitions)
 
@@ -265,7 +269,7 @@ class AsyncConsumer:
     def _forget(self, tp: TP) -> int | None:
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
-        for key in [k for k in self._in_flight if k[0] == tp[0] and k[1] == tp[1]]:
+        for key in [k for k, (where, _) in self._in_flight.items() if where == tp]:
             del self._in_flight[key]
         return owned.tracker.position if owned is not None else None
 
@@ -293,6 +297,8 @@ class AsyncConsumer:
         owned = self._owned
         scheduler = self._scheduler
         by_key = self.ordering == "key"
+        last: TP | None = None
+        track: Callable[[int], None] | None = None
         with self._cond:
             for message in messages:
                 error = message.error()
@@ -301,10 +307,14 @@ class AsyncConsumer:
                         self._errors.append(error)
                     continue
                 tp: TP = (message.topic(), message.partition())  # type: ignore[assignment]
-                state = owned.get(tp)
-                if state is None or state.revoking:
-                    continue  # fetched before the revocation: the next owner reads it
-                state.tracker.add(message.offset())  # type: ignore[arg-type]
+                if tp != last:  # a fetched batch comes in runs of one partition
+                    last = tp
+                    state = owned.get(tp)
+                    # records fetched before a revocation are left for the next owner
+                    track = None if state is None or state.revoking else state.tracker.add
+                if track is None:
+                    continue
+                track(message.offset())  # type: ignore[arg-type]
                 scheduler.add(tp, message.key() if by_key else None, message)
             if self._poll_waiting:
                 self._cond.notify_all()
@@ -421,8 +431,7 @@ class AsyncConsumer:
         again what was processed here after them."""
         state = self._owned[tp]
         state.revoking = True
-        topic, partition = tp
-        flying = [o for t, p, o in self._in_flight if p == partition and t == topic]
+        flying = [m.offset() or 0 for where, m in self._in_flight.values() if where == tp]
         limit = max(max(flying, default=-1), state.tracker.highest_done())
         self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
         state.tracker.truncate_after(limit)

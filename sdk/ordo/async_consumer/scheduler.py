@@ -92,24 +92,27 @@ class Scheduler(Generic[P, R]):
             self.total -= taken
         return out
 
-    def release(self, partition: P, key: bytes | None) -> None:
-        """A taken record of this lane is done: the lane's next record may run."""
+    def release(self, partition: P, key: bytes | None) -> bool:
+        """A taken record of this lane is done: the lane's next record may run (True when the
+        lane has one)."""
         if not self._ordered:
-            return
+            return False
         lane_id = (partition, key if self._by_key else None)
         lane = self._lanes.get(lane_id)
         if lane is None:
-            return  # its partition was dropped
+            return False  # its partition was dropped
         lane.busy = False
         if lane.items:
             if not lane.queued:
                 lane.queued = True
                 self._ready.append(lane)
-        elif not lane.queued:
+            return True
+        if not lane.queued:
             del self._lanes[lane_id]  # idle lanes are forgotten: key spaces can be large
             lanes = self._of_partition.get(partition)
             if lanes is not None:
                 lanes.discard(lane_id)
+        return False
 
     def drop(self, partition: P, keep: Callable[[R], bool] | None = None) -> int:
         """Forget a partition's buffered records (those ``keep`` accepts stay, in their lanes);
