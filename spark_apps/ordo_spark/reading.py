@@ -73,6 +73,7 @@ def read_slice(
     columns = _Columns(piece)
     try:
         deadline = time.monotonic() + poll_timeout_ms / 1000
+        next_check = time.monotonic() + 1.0
         position = piece.start
         while position < piece.end:
             # Ask for no more than the range holds: consume() returns early only when it has them
@@ -80,6 +81,9 @@ def read_slice(
             messages = consumer.consume(min(piece.end - position, 10_000), 0.1)
             if messages:
                 deadline = time.monotonic() + poll_timeout_ms / 1000
+            elif time.monotonic() > next_check:  # nothing comes: are the records still there?
+                next_check = time.monotonic() + 1.0
+                position = _skip_lost(consumer, piece, position, fail_on_data_loss, always=False)
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -114,27 +118,41 @@ def _on_error(
         reached = message.offset()
         return max(position, reached if reached is not None else position)
     if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(piece.topic, piece.partition), timeout=30, cached=False
-        )
-        problem = (
-            f"ordo-kafka: {piece.topic}-{piece.partition}: offsets {position}..{piece.end - 1} are "
-            f"no longer available (the partition holds {low}..{high - 1})"
-        )
-        if fail:
-            raise DataLossError(
-                f"{problem}. Some data may have been lost; set the source option failOnDataLoss to "
-                "false to go on."
-            )
-        _log.warning("%s; skipping them (failOnDataLoss=false)", problem)
-        resume = min(max(low, position), piece.end)
-        if resume < piece.end:
-            consumer.assign([TopicPartition(piece.topic, piece.partition, resume)])
-        return resume
+        return _skip_lost(consumer, piece, position, fail, always=True)
     if error.fatal():
         raise RuntimeError(f"ordo-kafka: {piece.topic}-{piece.partition}: {error}")
     _log.warning("ordo-kafka: %s-%s: %s", piece.topic, piece.partition, error)
     return position
+
+
+def _skip_lost(consumer: Consumer, piece: Slice, position: int, fail: bool, *, always: bool) -> int:
+    """Where to go on when records of the slice are gone (deleted by retention, or the partition
+    was recreated or truncated after planning): fail clearly, or skip them with a warning. With
+    ``always`` false, the position is kept when the partition still holds the rest of the range."""
+    low, high = consumer.get_watermark_offsets(
+        TopicPartition(piece.topic, piece.partition), timeout=30, cached=False
+    )
+    if low > position:
+        resume = min(low, piece.end)
+    elif high < piece.end and position >= high:
+        resume = piece.end
+    elif always:
+        resume = min(max(low, position), piece.end)
+    else:
+        return position
+    problem = (
+        f"ordo-kafka: {piece.topic}-{piece.partition}: offsets {position}..{resume - 1} of the batch "
+        f"({piece.start}..{piece.end - 1}) are gone (the partition holds {low}..{high - 1})"
+    )
+    if fail:
+        raise DataLossError(
+            f"{problem}. Some data may have been lost; set the source option failOnDataLoss to "
+            "false to go on."
+        )
+    _log.warning("%s; skipping them (failOnDataLoss=false)", problem)
+    if resume < piece.end:
+        consumer.assign([TopicPartition(piece.topic, piece.partition, resume)])
+    return resume
 
 
 class _Columns:
