@@ -169,35 +169,36 @@ class OrderedProducer:
         raw = self._producer
         gate = self._gate
         pinned = -1  # a partition chosen before a retry: a rotation must not advance twice
-        while True:
-            gate.acquire()  # explicit acquire/release: measurably cheaper than `with` on this path
-            state = self._topics.get(topic)
-            if state is None or not state.writable:
-                gate.release()
-                self._wait_writable(topic)
-                continue
-            scope = self._scope
-            outside = None
-            try:
-                hashes = self._hashes
-                if 0 <= pinned < state.partitions:
-                    chosen = pinned
-                elif hashes is not None and key is not None:
-                    # the hot path, inlined: a cached murmur2 hash modulo the epoch's count
-                    h = hashes.get(key)  # type: ignore[arg-type]
-                    chosen = h % state.partitions if h is not None else self._hash_partition(key, state)  # type: ignore[arg-type]
-                elif state.rotation is not None and partition is None:
-                    declared = scope.declaration.partitions.get(topic) if scope is not None else None
-                    chosen = state.rotation.partition(
-                        None, state.partitions, None, declared, state.unavailable
-                    )
-                else:
-                    chosen = self._partitioner.partition(key, state.partitions, partition)  # type: ignore[arg-type]
-                if scope is not None:
-                    outside = scope.aborted or scope.declaration.outside(topic, chosen)
-                if outside is None:
-                    stamped = bool(state.unstamped) and chosen in state.unstamped
-                    if stamped:
+        scope = self._scope
+        try:
+            while True:
+                gate.acquire()  # explicit acquire/release: measurably cheaper than `with` on this path
+                state = self._topics.get(topic)
+                if state is None or not state.writable:
+                    gate.release()
+                    self._wait_writable(topic)
+                    continue
+                try:
+                    hashes = self._hashes
+                    if hashes is not None and key is not None:
+                        # the hot path, inlined: a cached murmur2 hash modulo the epoch's count
+                        h = hashes.get(key)  # type: ignore[arg-type]
+                        chosen = h % state.partitions if h is not None else self._hash_partition(key, state)  # type: ignore[arg-type]
+                    elif state.rotation is not None and partition is None:
+                        if 0 <= pinned < state.partitions:
+                            chosen = pinned
+                        else:
+                            only = scope.declaration.partitions.get(topic) if scope is not None else None
+                            chosen = state.rotation.partition(
+                                None, state.partitions, None, only, state.unavailable
+                            )
+                    else:
+                        chosen = self._partitioner.partition(key, state.partitions, partition)  # type: ignore[arg-type]
+                    if scope is not None:
+                        why = scope.aborted or scope.declaration.outside(topic, chosen)
+                        if why is not None:
+                            raise _OutsideScope(why)  # handled below, with the gate released
+                    if state.unstamped and chosen in state.unstamped:
                         headers = _with_stamp(headers, state.stamp)
                     if on_delivery is None and headers is None and not timestamp:
                         try:
@@ -214,19 +215,19 @@ class OrderedProducer:
                         timestamp=timestamp,
                         headers=headers,
                     )
-                    if stamped:  # only once sent: a record that failed must not use up the stamp
+                    if state.unstamped:  # used up only once sent: a failed record keeps it
                         state.unstamped.discard(chosen)
                     return
-            except KafkaException as error:
-                if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
-                    raise
-                pinned = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
-            finally:
-                gate.release()
-            if outside is not None:
-                assert scope is not None
-                self._scope_violated(scope, outside, UndeclaredPartitionError)
-            self._await_partition(topic, pinned)
+                except KafkaException as error:
+                    if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                        raise
+                    pinned = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
+                finally:
+                    gate.release()
+                self._await_partition(topic, pinned)
+        except _OutsideScope as outside:
+            assert scope is not None
+            self._scope_violated(scope, str(outside), UndeclaredPartitionError)
 
     def _await_partition(self, topic: str, partition: int) -> None:
         """Refresh metadata until librdkafka knows ``partition`` (created just before the epoch)."""
@@ -565,6 +566,10 @@ class OrderedProducer:
             return False
         self._reporter.flush(timeout)
         return bool(result) and result[0] is None
+
+
+class _OutsideScope(Exception):
+    """A record outside the open transaction's declaration (internal: becomes a scope error)."""
 
 
 def _with_stamp(headers: Any, epoch_stamp: list[tuple[str, bytes]]) -> list[Any]:
