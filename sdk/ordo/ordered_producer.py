@@ -386,6 +386,7 @@ class OrderedProducer:
                 self._refresh_writable()
             self._lock.notify_all()
         self._stop.set()
+        self._report_now.set()  # wakes the heartbeat thread, so close() does not wait out its interval
         self._producer.flush(timeout)
         if getattr(self, "_heartbeat", None) is not None:
             self._heartbeat.join(timeout=5)
