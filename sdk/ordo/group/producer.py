@@ -92,7 +92,7 @@ class GroupProducer:
         self._listener = listener
         self._admin = AdminClient(dict(self._kafka))
         try:
-            self._admin.list_topics(timeout=10)
+            self._admin.list_topics(timeout=5)
         except KafkaException as error:
             raise ConfigError(
                 f"cannot reach Kafka at {self._kafka['bootstrap.servers']}: {error.args[0]}"

@@ -1,0 +1,144 @@
+"""GroupProducer against the emulator and the Kafka testbed, with the operator's part played by
+the test (it writes the assignment annotation), so each SDK rule is checked on its own."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from kubernetes.client import CoordinationV1Api
+
+from ordo.errors import CheckpointError, ConfigError, NotOwnedError, TransactionScopeError
+from ordo.group import GroupProducer, Rebalance
+from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GroupSettings, MemberAssignment
+from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import consume
+from ordo.testbed.kube.fixtures import Kube
+from ordo.testbed.pods import PodSet
+from ordo.testbed.waiting import wait_for
+
+pytestmark = pytest.mark.testbed
+
+
+class Member:
+    def __init__(
+        self, kafka: KafkaHandle, kube: Kube, epochs: str, registry: str, exactly_once: bool
+    ) -> None:
+        self.kafka, self.kube = kafka, kube
+        self.events: list[Rebalance] = []
+        self.topic = kafka.create_topic(2, prefix="data")
+        self.settings = GroupSettings(
+            session_timeout_seconds=5, exactly_once=exactly_once, checkpoint_topic=kafka.topic("checkpoints")
+        )
+        self.generation = 0
+        self.producer = GroupProducer(
+            kafka.config(linger_ms=2),
+            namespace=kube.namespace,
+            pod="member",
+            group="g",
+            api_client=kube.api,
+            listener=self.events.append,
+            epoch_topic=epochs,
+            registry_topic=registry,
+        )
+
+    def assign(self, *partitions: int) -> None:
+        self.generation += 1
+        value = MemberAssignment(
+            group="g", generation=self.generation, partitions=partitions, settings=self.settings
+        ).to_annotation()
+        self.kube.core.patch_namespaced_pod(
+            "member", self.kube.namespace, {"metadata": {"annotations": {ASSIGNMENT_ANNOTATION: value}}}
+        )
+        wait_for(lambda: self.events and self.events[-1].generation == self.generation, 30, "the rebalance")
+
+    def acked(self) -> int | None:
+        lease = CoordinationV1Api(self.kube.api).read_namespaced_lease("member", self.kube.namespace)
+        value = (lease.metadata.annotations or {}).get(ACK_ANNOTATION)
+        return int(value) if value is not None else None
+
+    def committed(self, topic: str) -> list[Any]:
+        consumer = Consumer(
+            self.kafka.config(
+                group_id=self.kafka.topic("v"), isolation_level="read_committed", enable_partition_eof=True
+            )
+        )
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(2 if topic == self.topic else 1)])
+        end = sum(consumer.get_watermark_offsets(tp)[1] for tp in consumer.assignment())
+        messages = consume(consumer, until_eof=len(consumer.assignment())) if end else []
+        consumer.close()
+        return [m.value() for m in messages]
+
+
+@pytest.fixture(params=[True, False], ids=["exactly-once", "at-least-once"])
+def member(
+    request: pytest.FixtureRequest, kafka: KafkaHandle, kube: Kube, pods: PodSet, log_topics: tuple[str, str]
+) -> Iterator[Member]:
+    pods.start("member", [sys.executable, "-c", "import time; time.sleep(600)"])
+    m = Member(kafka, kube, *log_topics, exactly_once=request.param)
+    try:
+        yield m
+    finally:
+        m.producer.close()
+
+
+def test_assignment_transactions_and_revocation(member: Member) -> None:
+    member.assign(0, 1)
+    assert member.events[-1].assigned == {0: None, 1: None}
+    wait_for(lambda: member.acked() == 1, 10, "the acknowledgement in the Lease")
+    with member.producer.transaction(0) as tx:
+        tx.produce(member.topic, b"a", b"k")
+        with pytest.raises(CheckpointError, match="must be a str"):
+            tx.commit(42)  # type: ignore[arg-type]
+        tx.commit("after-a")
+    assert member.producer.checkpoint(0) is None or member.producer.checkpoint(0) == "after-a"
+    wait_for(lambda: member.producer.checkpoint(0) == "after-a", 10, "the checkpoint to be readable")
+    assert member.committed(member.topic) == [b"a"]
+
+    member.assign(1)
+    assert member.events[-1].revoked == [0]
+    with pytest.raises(NotOwnedError, match="source partition 0 is not assigned"):
+        member.producer.transaction(0)
+    wait_for(lambda: member.acked() == 2, 10, "the acknowledgement of the revocation")
+    member.assign(0, 1)
+    assert member.events[-1].assigned == {0: "after-a"}, "a re-assigned partition comes with its checkpoint"
+
+
+def test_a_transaction_left_without_commit_is_aborted_and_says_so(member: Member) -> None:
+    member.assign(0)
+    with (
+        pytest.raises(TransactionScopeError, match="ended without commit"),
+        member.producer.transaction(0) as tx,
+    ):
+        tx.produce(member.topic, b"lost-on-purpose", b"k")
+    with member.producer.transaction(0) as tx:
+        tx.produce(member.topic, b"kept", b"k")
+        tx.commit("1")
+    values = member.committed(member.topic)
+    if member.settings.exactly_once:
+        assert values == [b"kept"]
+    else:  # at-least-once: what was sent stays; only the checkpoint was not written
+        assert values == [b"lost-on-purpose", b"kept"]
+    checkpoints = [json.loads(v)["checkpoint"] for v in member.committed(member.settings.checkpoint_topic)]
+    assert checkpoints == ["1"]
+
+
+def test_bad_configuration_is_refused(
+    kube: Kube, kafka: KafkaHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("POD_NAME", "POD_NAMESPACE", "ORDO_GROUP"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ConfigError, match="POD_NAME, POD_NAMESPACE, ORDO_GROUP"):
+        GroupProducer.from_env(kafka.config())
+    with pytest.raises(ConfigError, match=r"transactional\.id"):
+        GroupProducer(
+            kafka.config(transactional_id="x"), namespace="n", pod="p", group="g", api_client=kube.api
+        )
+    with pytest.raises(ConfigError, match="cannot reach Kafka"):
+        GroupProducer(
+            {"bootstrap.servers": "127.0.0.1:1"}, namespace="n", pod="p", group="g", api_client=kube.api
+        )
