@@ -58,7 +58,7 @@ class Member:
 
     def acked(self) -> int | None:
         lease = CoordinationV1Api(self.kube.api).read_namespaced_lease("member", self.kube.namespace)
-        value = (lease.metadata.annotations or {}).get(ACK_ANNOTATION)
+        value = (lease.metadata.annotations or {}).get(ACK_ANNOTATION)  # type: ignore[union-attr]
         return int(value) if value is not None else None
 
     def committed(self, topic: str) -> list[Any]:
