@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from . import metrics
 from .epochs import EpochHistory, Gate, GateKeeper, stamped_epoch
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
 from .errors import ConfigError
@@ -213,6 +214,7 @@ class GatedConsumer:
         now = time.monotonic()
         held = self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff, [], stamped)
         self._consumer.pause([TopicPartition(*tp)])
+        metrics.gates_closed(tp[0], sum(1 for t, _ in self._held if t == tp[0]))
         return held
 
     def _known_epoch(self, topic: str) -> int:
@@ -254,6 +256,8 @@ class GatedConsumer:
             if gate_open:
                 del self._held[tp]
                 self.gate_waits.append(now - held.since)
+                metrics.gate_wait(tp[0], now - held.since)
+                metrics.gates_closed(tp[0], sum(1 for t, _ in self._held if t == tp[0]))
                 # the buffered records go first; a later one may meet the next epoch's gate
                 self._ready.extend(self._admit_all(held.buffer))
                 if tp not in self._held:

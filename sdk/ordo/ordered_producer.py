@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from . import metrics
 from .epochs import EpochHistory, EpochState, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
@@ -433,6 +434,7 @@ class OrderedProducer:
         held = time.monotonic() - started
         if held > 0.001:
             self.stalls.append((topic, held))
+            metrics.produce_blocked(topic, held)
         return state
 
     def _register_topic(self, topic: str) -> None:

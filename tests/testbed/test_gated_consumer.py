@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
+from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
@@ -76,6 +77,9 @@ def test_new_partition_waits_for_its_prior_partition(kafka: KafkaHandle, expande
         assert len(messages) == OLD_RECORDS + 10
         assert _order_respected(messages)
         assert len(c.gate_waits) == 1 and c.closed_gates() == {}
+    labels = {"topic": topic}
+    assert REGISTRY.get_sample_value("ordo_gate_wait_seconds_count", labels) == 1, "the SDK metric"
+    assert REGISTRY.get_sample_value("ordo_gates_closed", labels) == 0
 
 
 def test_control_a_plain_consumer_reads_the_new_partition_early(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewPartitions
+from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamped_epoch
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
@@ -111,6 +112,8 @@ def test_a_fence_blocks_produce_until_the_epoch_is_published(setup: Setup) -> No
         blocked_thread.join()
         assert producer.partitions_for(setup.topic) == 6
         assert producer.stalls and producer.stalls[-1][0] == setup.topic
+        blocked = REGISTRY.get_sample_value("ordo_produce_blocked_seconds_count", {"topic": setup.topic})
+        assert blocked == len(producer.stalls), "each held produce() is in the SDK metric"
 
 
 def test_the_first_record_per_partition_of_each_epoch_is_stamped(setup: Setup) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from .. import metrics
 from ..errors import ConfigError, ConsumerClosedError
 from .commits import CommitPolicy, to_commit
 from .offsets import OffsetTracker
@@ -89,6 +90,7 @@ class AsyncConsumer:
         self.ordering: Ordering = ordering
         self._ordered = ordering != "unordered"
         self.max_in_flight = max_in_flight
+        self._group_id = str(config["group.id"])
         self._wake_at = max_in_flight * 3 // 4
         self.max_buffered = max_buffered
         self.revoke_timeout = revoke_timeout
@@ -158,6 +160,7 @@ class AsyncConsumer:
                 records.append(message)
             to_be_revoked, lost = self._revocations.report()
             errors, self._errors = self._errors, []
+            metrics.async_in_flight(self._group_id, len(in_flight))
         return Batch(records, to_be_revoked, lost, errors)
 
     def done(self, record: Message) -> None:
