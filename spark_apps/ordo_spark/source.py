@@ -82,7 +82,7 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read: driver clients (threads, sockets) must not travel with the reader.
-        return {**self.__dict__, "_broker": None, "_histories": None}
+        return {**self.__dict__, "_broker": None, "_histories": None, "last_plan": None}
 
     @property
     def broker(self) -> BrokerView:

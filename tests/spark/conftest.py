@@ -11,9 +11,13 @@ from typing import Any
 
 import pytest
 
+from ordo.testbed.kafka.broker import KafkaTestbed
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(kafka_testbed: KafkaTestbed | None) -> Iterator[Any]:
+    """Depends on the Kafka testbed only so that Spark (whose Python workers keep Kafka clients)
+    stops before the testbed does."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs a Java runtime (17+)")
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.waiting import wait_for
 from ordo_spark.apps import source_options
 from ordo_spark.sink import ExactlyOnceKafkaSink
 
@@ -66,6 +67,19 @@ def _committed_values(kafka: KafkaHandle, topic: str, partitions: int) -> list[i
     return values
 
 
+def _settled_values(kafka: KafkaHandle, topic: str, expected: int) -> list[int]:
+    """The committed values once at least ``expected`` are visible: a transaction's commit markers
+    reach the partitions after commit_transaction returns, so read_committed lags a moment."""
+    seen: list[int] = []
+
+    def enough() -> bool:
+        seen[:] = _committed_values(kafka, topic, 2)
+        return len(seen) >= expected
+
+    wait_for(enough, 30, f"{expected} committed records in {topic}", step=0.2)
+    return seen
+
+
 def _start(spark: Any, kafka: KafkaHandle, topic: str, epochs: str, checkpoint: Path, sink: Any) -> Any:
     options = source_options(
         {"bootstrap.servers": kafka.bootstrap},
@@ -92,7 +106,7 @@ def test_a_replayed_batch_is_not_written_twice(
     first = _start(spark, kafka, source, epochs, checkpoint, CrashAfterWriting(sink, batch=2)).start()
     with pytest.raises(Exception, match="crash after writing batch 2"):
         first.awaitTermination(180)
-    assert len(_committed_values(kafka, output, 2)) == 3 * PER_BATCH, "batch 2 reached Kafka before the crash"
+    assert len(_settled_values(kafka, output, 3 * PER_BATCH)) == 3 * PER_BATCH, "batch 2 was written"
 
     _produce(kafka, source, range(3 * PER_BATCH, 5 * PER_BATCH))  # the stream goes on meanwhile
     second = _start(spark, kafka, source, epochs, checkpoint, sink).trigger(availableNow=True).start()
@@ -100,6 +114,6 @@ def test_a_replayed_batch_is_not_written_twice(
     assert second.exception() is None
     assert second.recentProgress[0]["batchId"] == 2, "the restart replays the batch that crashed"
 
-    values = _committed_values(kafka, output, 2)
+    values = _settled_values(kafka, output, 5 * PER_BATCH)
     assert len(values) == len(set(values)) == 5 * PER_BATCH, "no duplicates, nothing lost"
     assert set(values) == set(range(5 * PER_BATCH))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Message
 
+from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
 from ordo.scenario.records import Numbered, encode, key_name
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -65,6 +66,8 @@ class NumberedProducer:
                     break
                 except BufferError:
                     self.producer.poll(0.05)
+                except ProduceBlockedError:
+                    continue  # a fence outlasted block_timeout: the same record again, nothing dropped
             self.sequence[record.key] += 1
             self.produced += 1
             if self.produced % 2000 == 0:
