@@ -1,4 +1,5 @@
-"""Run every benchmark module and print one table of ratios and absolutes.
+"""Run every benchmark module, print one table of ratios and absolutes and write
+``benchmarks/report.md`` (with the machine's details and the timelines' PNGs).
 
 Each module exposes ``run() -> list[Result]``; ratios are measured side by side in one run,
 since absolute times on shared machines vary.
@@ -7,7 +8,6 @@ since absolute times on shared machines vary.
 from __future__ import annotations
 
 import importlib
-import platform
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ._report import machine, write_report
 from ._result import Result
 
 # Every ``*_bench.py`` next to this file is a benchmark module; cheap ones first.
@@ -29,21 +30,22 @@ MODULES = [
 def main(selected: list[str]) -> int:
     console = Console()
     results: list[Result] = []
-    for name in MODULES:
-        if selected and not any(s in name for s in selected):
-            continue
+    ran = [name for name in MODULES if not selected or any(s in name for s in selected)]
+    if not ran:
+        console.print(f"no benchmark matches {selected}; choose from {', '.join(MODULES)}")
+        return 2
+    for name in ran:
         console.print(f"[bold]running {name}[/bold]")
         results.extend(importlib.import_module(name).run())
-    table = Table(
-        title=f"ordo benchmarks — {platform.node()} {platform.machine()}, "
-        f"Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
-    )
+    table = Table(title=f"ordo benchmarks — {machine()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     for column in ("benchmark", "ordo", "baseline", "ratio", "target"):
         table.add_column(column)
     for r in results:
         ratio = "-" if r.ratio != r.ratio else f"{r.ratio:.2f}"
         table.add_row(r.name, r.ordo_text, r.baseline_text, ratio, r.target)
     console.print(table)
+    if not selected:  # the report is of the whole set; a partial run only prints
+        console.print(f"report: {write_report(results, ran)}")
     return 0
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import threading
@@ -26,6 +27,7 @@ from ordo.ordered_producer import OrderedProducer
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.resources import Expansions
 
+from ._plot import HERE, timeline_png
 from ._result import Result
 from ._testbed import full_testbed
 
@@ -50,35 +52,67 @@ def _stalls(bootstrap: str, kubeconfig: Path, workdir: Path) -> list[float]:
     producers = [OrderedProducer({"bootstrap.servers": bootstrap, "linger.ms": 2}, session_timeout=3.0)
                  for _ in range(PRODUCERS)]  # fmt: skip
     stop = threading.Event()
+    produced = [0] * PRODUCERS
+    samples: list[tuple[float, int]] = []  # (monotonic time, records produced so far)
 
-    def produce(producer: OrderedProducer) -> None:
+    def produce(index: int, producer: OrderedProducer) -> None:
         i = 0
         while not stop.is_set():
             producer.produce("stall", b"x" * 100, key=f"k{i % 1000}".encode())
             i += 1
+            produced[index] = i
             if i % 50 == 0:
                 producer.poll(0)
                 time.sleep(0.005)  # a steady ~10k rec/s per producer, not synchronisation
 
-    threads = [threading.Thread(target=produce, args=(p,)) for p in producers]
+    def sample() -> None:
+        while not stop.wait(0.1):  # the timeline's resolution
+            samples.append((time.monotonic(), sum(produced)))
+
+    threads = [threading.Thread(target=produce, args=(i, p)) for i, p in enumerate(producers)]
+    threads.append(threading.Thread(target=sample))
     for t in threads:
         t.start()
     expansions = Expansions(kubernetes.client.CustomObjectsApi(api), "bench")
+    windows: list[tuple[float, float]] = []  # (created, seen Completed) per expansion
     try:
         for step in range(EXPANSIONS):
+            created = time.monotonic()
             expansions.create(f"e{step}", "stall", 3 + step)
             expansions.wait_phase(f"e{step}", "Completed", 60)
+            windows.append((created, time.monotonic()))
             print(f"  expansion {step + 1}/{EXPANSIONS} done", flush=True)
     finally:
         stop.set()
         for t in threads:
             t.join(30)
+        _plot_timeline(samples, windows[:4])
         stalls = [held for p in producers for topic, held in p.stalls if topic == "stall"]
         for p in producers:
             p.close()
         operator.stop()
         api.close()
     return stalls
+
+
+def _plot_timeline(samples: list[tuple[float, int]], windows: list[tuple[float, float]]) -> None:
+    """Producer throughput through the first expansions, each one's window shaded."""
+    if len(samples) < 2 or not windows:
+        return
+    start, end = windows[0][0] - 2.0, windows[-1][1] + 2.0
+    points = [
+        (t1 - start, (n1 - n0) / (t1 - t0))
+        for (t0, n0), (t1, n1) in itertools.pairwise(samples)
+        if start <= t1 <= end
+    ]
+    timeline_png(
+        HERE / "expansion_timeline.png",
+        {f"{PRODUCERS} OrderedProducers, records/s (per 100 ms)": points},
+        title=f"Producer throughput through {len(windows)} expansions (3 -> {3 + len(windows)} partitions)",
+        xlabel="seconds",
+        ylabel="records/s",
+        spans=[(a - start, b - start, "expansion: created -> Completed (fence inside)") for a, b in windows],
+    )
 
 
 def _consume_rate(make: Any, total: int) -> float:

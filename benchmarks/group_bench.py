@@ -29,6 +29,7 @@ from ordo.testbed.pods import Pod, PodSet
 from ordo.testbed.resources import Groups
 from ordo.testbed.waiting import wait_for
 
+from ._plot import HERE, rates, timeline_png
 from ._result import Result
 from ._testbed import full_testbed
 
@@ -92,6 +93,7 @@ def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[fl
     groups.wait_settled("copy", 1, 60, 4)
     tail = _FirstWrites(bootstrap, topic)
     times: dict[str, list[float]] = {"leave": [], "crash": [], "hang": []}
+    signals: list[tuple[float, str]] = []
     try:
         for round_ in range(ROUNDS):
             for how in times:
@@ -101,6 +103,7 @@ def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[fl
                 moved = groups.owners("copy")[name]
                 wait_for(lambda: tail.first(name, moved, 0) is not None, 30, f"{name} to produce")  # noqa: B023
                 began = time.time()
+                signals.append((began, {"leave": "SIGTERM", "crash": "SIGKILL", "hang": "SIGSTOP"}[how]))
                 if how == "leave":
                     pod.sigterm()
                 elif how == "crash":
@@ -116,7 +119,25 @@ def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[fl
                 print(f"  {how:6s} round {round_}: {done - began:.2f} s")
     finally:
         tail.close()
+        _plot_handoffs(tail.writes, signals[:3])
     return times
+
+
+def _plot_handoffs(writes: list[tuple[float, str, int]], signals: list[tuple[float, str]]) -> None:
+    """Records/s written by the staying member and by the others, through one round of handoffs."""
+    if not signals:
+        return
+    start, end = signals[0][0] - 3.0, signals[-1][0] + 8.0
+    stay = rates((t for t, m, _ in writes if m == "stay"), start, end)
+    others = rates((t for t, m, _ in writes if m != "stay"), start, end)
+    timeline_png(
+        HERE / "handoff_timeline.png",
+        {"staying member": stay, "member that leaves / crashes / hangs": others},
+        title=f"Member throughput through handoffs (4 source partitions, session {SESSION} s)",
+        xlabel="seconds",
+        ylabel="source records/s written (per 100 ms)",
+        marks=[(t - start, f"{name} to the other member") for t, name in signals],
+    )
 
 
 def _throughput(bootstrap: str, kubeconfig: Path, pods: PodSet, groups: Groups) -> tuple[float, float]:

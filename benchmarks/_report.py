@@ -1,0 +1,67 @@
+"""``benchmarks/report.md``: the results table, the machine it ran on, and the timelines."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import confluent_kafka
+
+from ._plot import HERE
+from ._result import Result
+
+__all__ = ["machine", "write_report"]
+
+CAPTIONS = {
+    "expansion_timeline.png": "Producer throughput through expansions; each expansion's window shaded.",
+    "async_consumer_rebalance.png": "AsyncConsumer vs a naive consumer through a rebalance.",
+    "handoff_timeline.png": "Member throughput through a graceful leave, a crash and a hang.",
+}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {kib / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (
+        f"{os.cpu_count()} x {cpu}{memory}; {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}; confluent-kafka {confluent_kafka.__version__}, "
+        f"librdkafka {confluent_kafka.libversion()[0]}"
+    )
+
+
+def write_report(results: Sequence[Result], modules: Sequence[str], path: Path = HERE / "report.md") -> Path:
+    lines = [
+        "# ordo benchmark report",
+        "",
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
+        f"Modules: {', '.join(m.rsplit('.', 1)[-1] for m in modules)}. Ratios are ordo / baseline, "
+        "measured side by side in the same run; absolute figures vary with the machine's load.",
+        "",
+        "| benchmark | ordo | baseline | ratio | target |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        ratio = "-" if r.ratio != r.ratio else f"{r.ratio:.2f}"
+        lines.append(f"| {r.name} | {r.ordo_text} | {r.baseline_text} | {ratio} | {r.target or '-'} |")
+    images = sorted(p.name for p in HERE.glob("*.png"))
+    if images:
+        lines += ["", "## Timelines", ""]
+        for name in images:
+            lines += [f"{CAPTIONS.get(name, name)}", "", f"![{name}]({name})", ""]
+    path.write_text("\n".join(lines) + "\n")
+    return path
