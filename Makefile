@@ -8,7 +8,7 @@ EXTRAS := operator,spark,testbed,dev
 .PHONY: help venv test test-fast lint crds sandbox bench e2e soak clean
 
 help:
-	@echo "make test     - create .venv, install everything, run the whole suite"
+	@echo "make test     - create .venv, install everything, lint, run the whole suite"
 	@echo "make sandbox  - run the main demo on the embedded testbed"
 	@echo "make lint     - ruff + mypy"
 	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
@@ -23,7 +23,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+# The whole suite, after lint: ruff and mypy --strict are part of passing.
+test: lint
 	$(BIN)/python -m pytest tests
 
 test-fast: $(STAMP)
