@@ -5,7 +5,6 @@ exist; skipped elsewhere (see conftest.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import tempfile
@@ -16,8 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ordo.scenario.sources import verify_sources
 from ordo.scenario.workload import Workload
-from ordo.testbed.resources import Expansions
+from ordo.testbed.resources import Expansions, Groups
 from ordo.testbed.waiting import wait_for
 
 from .cluster import (
@@ -141,13 +141,6 @@ def _member_deployment(topic: str, group: str, records: int) -> dict[str, Any]:
 
 
 def test_producer_group_survives_a_deleted_member(cluster: Cluster) -> None:
-    # The ProducerGroup side (member program, verifier, Groups helper) lands with the ProducerGroup
-    # operator; imported by name so this module loads, and skips, before it does.
-    if importlib.util.find_spec("ordo.scenario.group_member") is None:
-        pytest.skip("the ProducerGroup member program (ordo.scenario.group_member) is not written yet")
-    verify_sources = importlib.import_module("ordo.scenario.sources").verify_sources
-    Groups = importlib.import_module("ordo.testbed.resources").Groups
-
     group, sources, records = "orders-cdc", 6, 300
     topic = _create_topic(sources, "orders-cdc-e2e")
     groups = Groups(cluster.custom, APP_NAMESPACE)
