@@ -31,12 +31,13 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check sdk operator spark_apps tests benchmarks
-	$(BIN)/ruff format --check sdk operator spark_apps tests benchmarks
+	$(BIN)/ruff check sdk operator spark_apps tests benchmarks examples
+	$(BIN)/ruff format --check sdk operator spark_apps tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
 	$(BIN)/mypy tests/testbed/*.py
 	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e
+	$(BIN)/mypy examples
 
 crds: $(STAMP)
 	$(BIN)/ordo crds --output crds
