@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Processed", "Verdict", "read_delivered", "read_processed", "verify"]
+__all__ = ["KeyOrder", "Processed", "Verdict", "read_delivered", "read_processed", "verify"]
 
 
 @dataclass(frozen=True, order=True)
@@ -62,29 +62,54 @@ def read_processed(path: Path) -> Iterator[Processed]:
             yield Processed(int(parts[0]), consumer, parts[1], int(parts[2]), int(parts[3]), int(parts[4]))
 
 
-def verify(delivered: dict[str, int], consumer_logs: Iterable[Path]) -> Verdict:
-    """Merge the consumers' logs by time and check every key.
+class KeyOrder:
+    """Checks records of many keys, fed in the order they were processed (or stored).
 
-    A violation is a record processed for the first time after a later record of its key was
-    processed (a re-delivery after a rebalance is a duplicate, not a reordering)."""
-    verdict = Verdict(delivered=sum(delivered.values()))
-    seen: dict[str, set[int]] = {}
-    highest: dict[str, int] = {}
+    A violation is a record seen for the first time after a later record of its key was seen (a
+    record seen again is a duplicate, not a reordering)."""
+
+    def __init__(self, max_examples: int = 5) -> None:
+        self.records = self.duplicates = self.order_violations = 0
+        self.examples: list[str] = []
+        self.seen: dict[str, set[int]] = {}
+        self._highest: dict[str, int] = {}
+        self._max_examples = max_examples
+
+    @property
+    def distinct(self) -> int:
+        return sum(map(len, self.seen.values()))
+
+    def add(self, key: str, seq: int, where: str = "") -> None:
+        self.records += 1
+        numbers = self.seen.setdefault(key, set())
+        if seq in numbers:
+            self.duplicates += 1
+            return
+        numbers.add(seq)
+        highest = self._highest.get(key, -1)
+        if seq < highest:
+            self.order_violations += 1
+            if len(self.examples) < self._max_examples:
+                self.examples.append(f"{key} #{seq} ({where}) after #{highest}")
+        self._highest[key] = max(highest, seq)
+
+    def lost(self, delivered: dict[str, int]) -> int:
+        """How many of each key's numbers 0..n-1 were never seen."""
+        return sum(
+            count - len(self.seen.get(key, set()) & set(range(count))) for key, count in delivered.items()
+        )
+
+
+def verify(delivered: dict[str, int], consumer_logs: Iterable[Path]) -> Verdict:
+    """Merge the consumers' logs by time and check every key (see :class:`KeyOrder`)."""
+    check = KeyOrder()
     for record in heapq.merge(*(read_processed(p) for p in consumer_logs)):
-        verdict.processed += 1
-        numbers = seen.setdefault(record.key, set())
-        if record.seq in numbers:
-            verdict.duplicates += 1
-            continue
-        numbers.add(record.seq)
-        if record.seq < highest.get(record.key, -1):
-            verdict.order_violations += 1
-            if len(verdict.examples) < 5:
-                verdict.examples.append(
-                    f"{record.key} #{record.seq} (p{record.partition}@{record.offset} by {record.consumer}) "
-                    f"after #{highest[record.key]}"
-                )
-        highest[record.key] = max(highest.get(record.key, -1), record.seq)
-    for key, count in delivered.items():
-        verdict.lost += count - len(seen.get(key, set()) & set(range(count)))
-    return verdict
+        check.add(record.key, record.seq, f"p{record.partition}@{record.offset} by {record.consumer}")
+    return Verdict(
+        delivered=sum(delivered.values()),
+        processed=check.records,
+        duplicates=check.duplicates,
+        lost=check.lost(delivered),
+        order_violations=check.order_violations,
+        examples=check.examples,
+    )
