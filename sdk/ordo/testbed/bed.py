@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 from .kafka import KafkaTestbed
 from .kube import KubeEmulator
 
-__all__ = ["Testbed"]
+__all__ = ["Testbed", "testbed_process"]
 
 
 class Testbed:
@@ -79,3 +84,39 @@ class Testbed:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def testbed_process(state_dir: Path, timeout: float = 120.0) -> Iterator[tuple[str, Path]]:
+    """``ordo testbed up`` in its own process (so the Kafka proxy does not share the caller's GIL):
+    yields (Kafka bootstrap, kubeconfig path) once it is ready, and stops it afterwards."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log = (state_dir / "testbed.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli", "testbed", "up", "--kafka-port", "0", "--kube-port", "0",
+         "--state-dir", str(state_dir)],
+        stdout=subprocess.PIPE, stderr=log, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        found: dict[str, str] = {}
+        deadline = time.monotonic() + timeout
+        while not {"KAFKA_BOOTSTRAP", "KUBECONFIG"} <= found.keys():
+            line = process.stdout.readline()  # blocks until the testbed prints where it is
+            if not line or time.monotonic() > deadline:
+                process.kill()
+                process.wait(10)
+                tail = (state_dir / "testbed.log").read_text(errors="replace").strip().splitlines()[-1:]
+                raise RuntimeError(f"the testbed did not start: {tail[0] if tail else 'no output'}")
+            name, _, value = line.strip().partition("=")
+            found[name] = value
+        yield found["KAFKA_BOOTSTRAP"], Path(found["KUBECONFIG"])
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        log.close()
