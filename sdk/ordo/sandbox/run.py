@@ -1,0 +1,387 @@
+"""The sandbox run: start everything, perform the stages while data flows, drain, verify, report.
+
+By default everything runs here: the testbed (Kafka stand-in and Kubernetes emulator, in a process
+of its own), the operator, member pods as local processes. With ``bootstrap`` a real Kafka takes
+the testbed's Kafka's place (the Kubernetes emulator and the operator still run here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from ..scenario.verify import verify
+from ..testbed.waiting import wait_for
+from . import source
+from .monitor import Monitor, Sources, kafka_end_offsets
+from .records import check_topic, read_epochs, read_topic
+from .report import SandboxReport, StageOutcome
+from .spark import SparkPipeline, unavailable
+from .stages import Stage, Step, member_name, partitions_moved, schedule
+from .view import render
+
+__all__ = ["Options", "Sandbox"]
+
+NAMESPACE = "ordo-sandbox"
+SOURCE_PARTITIONS = 8
+TOPIC_PARTITIONS, EXPANDED_PARTITIONS = 4, 8
+CONSUMERS = 2
+
+
+@dataclass
+class Options:
+    duration: float = 90.0
+    members: int = 3
+    bootstrap: str | None = None
+    spark: bool = True
+    topic: str = "orders"
+    rate: float = 150.0
+    """Orders inserted into the source per second."""
+    customers: int = 400
+    workdir: Path | None = None
+    live: bool | None = None
+    """The live view; None: when the console is a terminal."""
+    settle_timeout: float = 90.0
+
+
+class StageFailed(Exception):
+    pass
+
+
+class Sandbox:
+    def __init__(self, options: Options, console: Console | None = None) -> None:
+        self.o = options
+        self.console = console or Console()
+        self.stages = schedule(options.duration)
+        self.workdir = options.workdir or Path(tempfile.mkdtemp(prefix="ordo-sandbox-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.db = self.workdir / "orders.db"
+        self.group = f"{options.topic}-cdc"
+        self.expansion = f"{options.topic}-to-{EXPANDED_PARTITIONS}"
+        self.sources = Sources(group=self.group, topic=options.topic, expansion=self.expansion)
+        self.outcomes: list[StageOutcome] = []
+        self.members: list[Any] = []  # ordo.testbed.pods.Pod
+        self.consumers: list[subprocess.Popen[bytes]] = []
+        self.spark: SparkPipeline | None = None
+        self.spark_skipped = "" if options.spark else "--no-spark"
+        self._next = 0  # the next stage's index, for the view
+        self._started = time.monotonic()
+        self.monitor = Monitor(self.sources, self._started)
+
+    # --- the run ------------------------------------------------------------------------------
+
+    def run(self) -> SandboxReport:
+        with ExitStack() as stack:
+            bootstrap, kubeconfig = self._environment(stack)
+            self.bootstrap = bootstrap
+            self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
+            api = self._kubernetes(kubeconfig, stack)
+            self._kafka(bootstrap, stack)
+            self._operator(stack, kubeconfig, bootstrap)
+            writer = self._source()
+            pods = self._podset(stack, kubeconfig)
+            from ..testbed.resources import Expansions, Groups
+
+            groups = Groups(api["custom"], NAMESPACE)
+            groups.create(
+                self.group, SOURCE_PARTITIONS, {"app": self.group},
+                sessionTimeoutSeconds=6, exactlyOnce=True,
+            )  # fmt: skip
+            self.sources.groups, self.groups = groups, groups
+            self.sources.expansions, self.expansions = None, Expansions(api["custom"], NAMESPACE)
+            for _ in range(self.o.members):
+                self._start_member(pods)
+            groups.wait_settled(self.group, self.o.members, self.o.settle_timeout, SOURCE_PARTITIONS)
+            self._say(f"{self.o.members} members own the {SOURCE_PARTITIONS} source partitions")
+            self._start_consumers(stack, bootstrap)
+            self._start_spark(stack, bootstrap)
+
+            thread = source.WriterThread(writer, self.o.rate)
+            self.sources.source_orders = lambda: writer.inserted
+            self._started = self.monitor.started = time.monotonic()
+            thread.start()
+            stack.callback(thread.stop)
+            self.monitor.start()
+            stack.callback(self.monitor.stop)
+            with self._view():
+                for index, stage in enumerate(self.stages):
+                    self._next = index
+                    self._wait_until(stage.at)
+                    self.outcomes.append(self._stage(stage, pods, thread))
+                self._next = len(self.stages)
+                orders = thread.stop()
+                if thread.error is not None:
+                    raise RuntimeError(f"the source writer failed: {thread.error}")
+                self._drain(orders)
+            return self._report(orders)
+        raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
+
+    # --- setting up ---------------------------------------------------------------------------
+
+    def _environment(self, stack: ExitStack) -> tuple[str, Path]:
+        if self.o.bootstrap is None:
+            from ..testbed.bed import testbed_process
+
+            self._say("starting the testbed (Kafka stand-in and Kubernetes emulator)")
+            return stack.enter_context(testbed_process(self.workdir / "testbed"))
+        from ..testbed.kube import KubeEmulator
+
+        emulator = stack.enter_context(KubeEmulator(state_dir=self.workdir / "kube"))
+        return self.o.bootstrap, Path(emulator.kubeconfig_path)
+
+    def _kubernetes(self, kubeconfig: Path, stack: ExitStack) -> dict[str, Any]:
+        import kubernetes
+
+        config: Any = kubernetes.config
+        client = config.new_client_from_config(str(kubeconfig))
+        stack.callback(client.close)
+        core: Any = kubernetes.client.CoreV1Api(client)
+        _install_crds(kubernetes.client.ApiextensionsV1Api(client))
+        _ignore_conflict(lambda: core.create_namespace({"metadata": {"name": NAMESPACE}}))
+        return {"core": core, "custom": kubernetes.client.CustomObjectsApi(client)}
+
+    def _kafka(self, bootstrap: str, stack: ExitStack) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        from ..epochs.log import ensure_log_topics
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        ensure_log_topics(admin)  # the operator creates them too; members need them at once
+        if self.o.topic in admin.list_topics(timeout=10).topics:
+            raise ValueError(f"topic {self.o.topic!r} already exists at {bootstrap}: give another --topic")
+        admin.create_topics([NewTopic(self.o.topic, TOPIC_PARTITIONS)])[self.o.topic].result(30)
+        probe = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"ordo-sandbox-probe-{uuid.uuid4().hex}"}
+        )
+        stack.callback(probe.close)  # before Kafka goes away
+        self.sources.watermarks = lambda: kafka_end_offsets(probe, self.o.topic)
+
+    def _operator(self, stack: ExitStack, kubeconfig: Path, bootstrap: str) -> None:
+        from ..testbed.operator import OperatorProcess
+
+        operator = OperatorProcess(
+            kubeconfig, bootstrap, namespaces=[NAMESPACE], log_path=self.workdir / "operator.log"
+        )
+        stack.enter_context(operator)
+
+    def _source(self) -> source.OrderWriter:
+        source.create(self.db)
+        writer = source.OrderWriter(self.db, SOURCE_PARTITIONS, self.o.customers)
+        writer.insert(int(self.o.rate))  # a second's worth of history before the members start
+        return writer
+
+    def _podset(self, stack: ExitStack, kubeconfig: Path) -> Any:
+        from ..testbed.pods import PodSet
+
+        return stack.enter_context(PodSet(kubeconfig, NAMESPACE, log_dir=self.workdir / "pods"))
+
+    def _start_member(self, pods: Any) -> Any:
+        name = member_name(self.group, len(self.members))
+        argv = [sys.executable, "-m", "ordo.sandbox.member", "--bootstrap", self.bootstrap,
+                "--topic", self.o.topic, "--db", str(self.db)]  # fmt: skip
+        pod = pods.start(name, argv, labels={"app": self.group}, env={"ORDO_GROUP": self.group}, grace=10)
+        self.members.append(pod)
+        self.sources.member_stdout[name] = pod.stdout_path
+        return pod
+
+    def _start_consumers(self, stack: ExitStack, bootstrap: str) -> None:
+        group = f"{self.o.topic}-readers-{uuid.uuid4().hex[:6]}"
+        for i in range(CONSUMERS):
+            name = f"consumer-{i}"
+            log, err = self.workdir / f"{name}.log", self.workdir / f"{name}.err"
+            argv = [sys.executable, "-m", "ordo.scenario.consumer", "--bootstrap", bootstrap,
+                    "--topic", self.o.topic, "--group", group, "--out", str(log)]  # fmt: skip
+            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err.open("ab"))
+            stack.callback(_terminate, process)
+            self.consumers.append(process)
+            assert process.stdout is not None
+            if process.stdout.readline().strip() != b"ready":
+                raise RuntimeError(f"{name} did not start: {err.read_text(errors='replace')[-500:]}")
+            self.sources.consumer_logs[name], self.sources.consumer_stderr[name] = log, err
+        self._say(f"{CONSUMERS} GatedConsumers in group {group}")
+
+    def _start_spark(self, stack: ExitStack, bootstrap: str) -> None:
+        if not self.o.spark:
+            return
+        why = unavailable()
+        if why:
+            self.spark_skipped = why
+            self._say(f"Spark pipeline skipped: {why}")
+            return
+        self.spark = SparkPipeline(self.workdir / "spark", bootstrap, self.o.topic).start()
+        stack.callback(self.spark.stop)
+        spark = self.spark
+        self.sources.spark_rows = spark.rows
+        self._say("Spark ordered pipeline started (local[2])")
+
+    # --- stages -------------------------------------------------------------------------------
+
+    def _wait_until(self, at: float) -> None:
+        delay = self._started + at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # the schedule: data flows between the stages
+
+    def _stage(self, stage: Stage, pods: Any, writer: source.WriterThread) -> StageOutcome:
+        started = time.monotonic()
+        at = started - self._started
+        self._say(f"{stage.step.name.lower().replace('_', ' ')} ...")
+        try:
+            detail = self._perform(stage.step, pods, writer)
+        except (AssertionError, StageFailed) as error:
+            self._say(f"[red]{stage.step.value}: failed: {error}[/red]")
+            return StageOutcome(stage.step, round(at, 1), None, str(error))
+        seconds = time.monotonic() - started
+        self._say(f"{stage.step.value} in {seconds:.1f} s: {detail}")
+        return StageOutcome(stage.step, round(at, 1), round(seconds, 2), detail)
+
+    def _live(self) -> list[Any]:
+        return [m for m in self.members if m.returncode is None]
+
+    def _perform(self, step: Step, pods: Any, writer: source.WriterThread) -> str:
+        timeout = self.o.settle_timeout
+        if step in (Step.ADD_MEMBER, Step.JOIN_MEMBER):
+            pod = self._start_member(pods)
+            status = self.groups.wait_settled(self.group, len(self._live()), timeout, SOURCE_PARTITIONS)
+            owned = self.groups.owners(self.group).get(pod.name, [])
+            return f"{pod.name} got {owned or 'nothing (standby)'}, generation {status.get('generation')}"
+        if step is Step.EXPAND:
+            self.sources.expansions = self.expansions
+            self.expansions.create(self.expansion, self.o.topic, EXPANDED_PARTITIONS, fenceTimeoutSeconds=30)
+            status = self.expansions.wait_phase(self.expansion, "Completed", timeout)
+            self.fence_wait = status.get("fenceWaitSeconds")
+            self.expansion_seconds = status.get("durationSeconds")
+            return f"epoch {status.get('epoch')}: {TOPIC_PARTITIONS} → {EXPANDED_PARTITIONS} partitions"
+        if step is Step.KILL_MEMBER:
+            owners = self.groups.owners(self.group)
+            victim = max(self._live(), key=lambda m: (len(owners.get(m.name, [])), m.name))
+            taken = owners.get(victim.name, [])
+            victim.sigkill()
+            self.sources.killed.add(victim.name)
+            others = len(self._live())
+            wait_for(
+                lambda: partitions_moved(victim.name, taken, self.groups.owners(self.group), others),
+                timeout, f"the partitions of {victim.name} to move", step=0.1,
+            )  # fmt: skip
+            now = self.groups.owners(self.group)
+            moved = {p: next(m for m, ps in now.items() if p in ps) for p in taken}
+            return f"SIGKILL {victim.name}; its {taken} went to " + ", ".join(
+                f"{p}→{m}" for p, m in sorted(moved.items())
+            )
+        writer.halt.set()
+        return f"{writer.stop():,} orders in the source"
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def _drain(self, orders: int) -> None:
+        """Wait until the consumers processed every order (the members copy the rest first)."""
+        self._say(f"draining: {orders:,} orders to reach the consumers")
+        with contextlib.suppress(AssertionError):  # what did not arrive, the report shows
+            wait_for(lambda: self.monitor.order.check.distinct >= orders, 120, "the consumers", step=0.5)
+        if self.spark is not None:
+            spark = self.spark
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: (spark.rows() or 0) >= orders, 180, "the Spark pipeline", step=1.0)
+
+    def _report(self, orders: int) -> SandboxReport:
+        self._say("verifying")
+        for process in self.consumers:
+            _terminate(process)
+        config = {"bootstrap.servers": self.bootstrap}
+        expected = source.expected_counts(self.db)
+        records, unreadable = read_topic(config, self.o.topic)
+        kafka = check_topic(self.o.topic, records, read_epochs(config, self.o.topic), expected, unreadable)
+        consumers = verify(expected, list(self.sources.consumer_logs.values()))
+        spark = None
+        if self.spark is not None:
+            self.spark.stop()
+            spark = self.spark.outcome()
+        self.monitor.refresh()
+        return SandboxReport(
+            duration=self.o.duration,
+            members=self.o.members,
+            orders=orders,
+            kafka=kafka,
+            consumers=consumers,
+            stages=self.outcomes,
+            expansion_seconds=getattr(self, "expansion_seconds", None),
+            fence_wait_seconds=getattr(self, "fence_wait", None),
+            longest_stall=self.monitor.longest_stall,
+            spark=spark,
+            spark_skipped=self.spark_skipped,
+            workdir=str(self.workdir),
+        )
+
+    # --- output -------------------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        self.monitor.event(text)
+        if not self._live_view:
+            self.console.print(f"[dim]{time.monotonic() - self._started:6.1f} s[/dim]  {text}")
+
+    @property
+    def _live_view(self) -> bool:
+        return self.console.is_terminal if self.o.live is None else self.o.live
+
+    @contextlib.contextmanager
+    def _view(self) -> Iterator[None]:
+        if not self._live_view:
+            yield
+            return
+
+        def current() -> Any:
+            snap = self.monitor.snapshot
+            if self._next < len(self.stages):
+                stage = self.stages[self._next]
+                snap.next_stage = f"{stage.step.value} at {stage.at:.0f} s"
+            else:
+                snap.next_stage = "draining and verifying"
+            snap.events = self.monitor.events
+            return render(snap)
+
+        with Live(console=self.console, get_renderable=current, refresh_per_second=2, transient=False):
+            yield
+
+
+def _install_crds(extensions: Any) -> None:
+    """kubectl apply -f crds/, from the models (an existing definition is left as it is)."""
+    import yaml
+
+    from ..api import RESOURCES
+    from ..api.crd import render_crd
+
+    for model in RESOURCES:
+        body = yaml.safe_load(render_crd(model))
+        _ignore_conflict(partial(extensions.create_custom_resource_definition, body))
+
+
+def _ignore_conflict(call: Callable[[], Any]) -> None:
+    try:
+        call()
+    except Exception as error:
+        if getattr(error, "status", None) != 409:  # already there
+            raise
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
