@@ -21,7 +21,7 @@ def register(commands: Any) -> None:
         "consumers and the Spark ordered pipeline; adds a member, grows the topic 4 -> 8, SIGKILLs a "
         "member and adds another while data flows; then verifies order, loss and duplicates.",
     )
-    parser.add_argument("--duration", type=float, default=90.0, help="seconds of data flow (default 90)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of data flow (default 60)")
     parser.add_argument("--members", type=int, default=3, help="members at the start (default 3)")
     parser.add_argument(
         "--bootstrap",

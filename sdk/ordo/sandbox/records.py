@@ -33,6 +33,7 @@ __all__ = [
     "decode_record",
     "epoch_of",
     "parse_epochs",
+    "read_epoch_log",
     "read_epochs",
     "read_topic",
 ]
@@ -183,7 +184,8 @@ def read_topic(
 
     consumer = _reader(kafka_config)
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        # all topics, not this one: asking for an unknown topic may create it
+        metadata = consumer.list_topics(timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             raise LookupError(f"topic {topic!r} does not exist")
         partitions = sorted(metadata.partitions)
@@ -215,19 +217,18 @@ def read_topic(
         consumer.close()
 
 
-def read_epochs(
-    kafka_config: Mapping[str, Any], topic: str, epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
-) -> list[ActiveEpoch]:
-    """The topic's active epochs from the epoch log's last record for it ([] if it has none)."""
+def read_epoch_log(
+    kafka_config: Mapping[str, Any], epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
+) -> dict[str, dict[str, Any]]:
+    """Every topic's latest history in the epoch log, as plain JSON ({} when there is no log)."""
     from confluent_kafka import KafkaError, TopicPartition
 
     consumer = _reader(kafka_config)
     try:
-        metadata = consumer.list_topics(epoch_topic, timeout=10).topics.get(epoch_topic)
-        if metadata is None or metadata.error is not None:
-            return []
+        if epoch_topic not in consumer.list_topics(timeout=10).topics:  # never auto-create it
+            return {}
         consumer.assign([TopicPartition(epoch_topic, 0, 0)])
-        latest: bytes | None = None
+        latest: dict[str, dict[str, Any]] = {}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -236,10 +237,20 @@ def read_epochs(
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    return parse_epochs(json.loads(latest)) if latest else []
+                    return latest
                 raise RuntimeError(f"reading {epoch_topic!r}: {error}")
-            if (message.key() or b"").decode(errors="replace") == topic:
-                latest = message.value()
+            try:
+                latest[(message.key() or b"").decode(errors="replace")] = json.loads(message.value() or b"")
+            except ValueError:
+                continue  # not a history: the log's readers skip it too
         raise TimeoutError(f"could not read the epoch log {epoch_topic!r} to its end")
     finally:
         consumer.close()
+
+
+def read_epochs(
+    kafka_config: Mapping[str, Any], topic: str, epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
+) -> list[ActiveEpoch]:
+    """The topic's active epochs from the epoch log ([] if it has none)."""
+    history = read_epoch_log(kafka_config, epoch_topic, timeout).get(topic)
+    return parse_epochs(history) if history else []

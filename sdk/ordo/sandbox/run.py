@@ -44,7 +44,7 @@ CONSUMERS = 2
 
 @dataclass
 class Options:
-    duration: float = 90.0
+    duration: float = 60.0
     members: int = 3
     bootstrap: str | None = None
     spark: bool = True
@@ -79,7 +79,7 @@ class Sandbox:
         self.spark: SparkPipeline | None = None
         self.spark_skipped = "" if options.spark else "--no-spark"
         self._next = 0  # the next stage's index, for the view
-        self._started = time.monotonic()
+        self._started = self._flow = time.monotonic()
         self.monitor = Monitor(self.sources, self._started)
 
     # --- the run ------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ class Sandbox:
 
             thread = source.WriterThread(writer, self.o.rate)
             self.sources.source_orders = lambda: writer.inserted
-            self._started = self.monitor.started = time.monotonic()
+            self._flow = time.monotonic()
             thread.start()
             stack.callback(thread.stop)
             self.monitor.start()
@@ -232,13 +232,13 @@ class Sandbox:
     # --- stages -------------------------------------------------------------------------------
 
     def _wait_until(self, at: float) -> None:
-        delay = self._started + at - time.monotonic()
+        delay = self._flow + at - time.monotonic()
         if delay > 0:
             time.sleep(delay)  # the schedule: data flows between the stages
 
     def _stage(self, stage: Stage, pods: Any, writer: source.WriterThread) -> StageOutcome:
         started = time.monotonic()
-        at = started - self._started
+        at = started - self._flow
         self._say(f"{stage.step.name.lower().replace('_', ' ')} ...")
         try:
             detail = self._perform(stage.step, pods, writer)
@@ -347,7 +347,8 @@ class Sandbox:
             snap = self.monitor.snapshot
             if self._next < len(self.stages):
                 stage = self.stages[self._next]
-                snap.next_stage = f"{stage.step.value} at {stage.at:.0f} s"
+                due = max(0.0, self._flow + stage.at - time.monotonic())
+                snap.next_stage = f"{stage.step.value} in {due:.0f} s"
             else:
                 snap.next_stage = "draining and verifying"
             snap.events = self.monitor.events
