@@ -14,14 +14,14 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, crds, sandbox, testbed  # subcommands import CliError from here
+    from . import bench, crds, sandbox, status, testbed, verify  # subcommands import CliError from here
 
     parser = argparse.ArgumentParser(
         prog="ordo",
         description="Kafka producer groups (KIP-509) and ordered topic expansion (KIP-253) on Kubernetes.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (crds, sandbox, testbed, bench):
+    for module in (sandbox, status, verify, crds, testbed, bench):
         module.register(commands)
     return parser
 

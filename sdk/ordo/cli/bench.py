@@ -1,4 +1,7 @@
-"""``ordo bench eos``: a consume-transform-produce exactly-once benchmark, as KIP-609 proposes.
+"""``ordo bench``: ``eos`` below, and ``all`` / ``<name>``, which run the repository's benchmarks
+(``python -m benchmarks``) when ordo runs from a checkout.
+
+``ordo bench eos``: a consume-transform-produce exactly-once benchmark, as KIP-609 proposes.
 
 Fills the input topic with ``--records`` records, then consumes them, writes one output record per
 input record and commits the consumer's offsets in the same transaction, ``--transaction-size``
@@ -11,16 +14,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import CliError
 
-__all__ = ["EosResult", "percentile", "register", "run", "tally"]
+__all__ = ["EosResult", "checkout_benchmarks", "percentile", "register", "run", "run_checkout", "tally"]
 
 
 def register(commands: Any) -> None:
@@ -48,6 +54,36 @@ def register(commands: Any) -> None:
     eos.add_argument("--records", type=int, default=100_000, help="input records to process")
     eos.add_argument("--record-size", type=int, default=100, help="bytes per record value")
     eos.set_defaults(run=run)
+    every = kinds.add_parser("all", help="every benchmark of the repository; writes benchmarks/report.md")
+    every.set_defaults(run=run_checkout, benchmarks=[])
+    for name in checkout_benchmarks():
+        one = kinds.add_parser(name, help=f"benchmarks/{name}_bench.py")
+        one.set_defaults(run=run_checkout, benchmarks=[f"{name}_bench"])
+
+
+def _checkout() -> Path | None:
+    """The repository this ``ordo`` runs from, when it has the ``benchmarks`` package."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "benchmarks" / "__main__.py").is_file() else None
+
+
+def checkout_benchmarks() -> list[str]:
+    """The benchmark modules of the checkout (``benchmarks/<name>_bench.py``), by name."""
+    root = _checkout()
+    if root is None:
+        return []
+    return sorted(p.stem.removesuffix("_bench") for p in (root / "benchmarks").glob("*_bench.py"))
+
+
+def run_checkout(args: argparse.Namespace) -> int:
+    """``python -m benchmarks [modules]`` in the checkout: one process, its exit code passed on."""
+    root = _checkout()
+    if root is None:
+        raise CliError(
+            "the benchmarks live in ordo's repository: run `ordo bench all` from a checkout "
+            "(pip install -e '.[dev]'), or `ordo bench eos` anywhere"
+        )
+    return subprocess.call([sys.executable, "-m", "benchmarks", *args.benchmarks], cwd=root)
 
 
 @dataclass

@@ -1,0 +1,152 @@
+"""``ordo status``'s gates and tables, ``ordo verify``/``status``/``bench`` errors: one line, exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ordo.cli import bench
+from ordo.cli import main as ordo
+from ordo.cli.status import Gate, gates, render
+
+HISTORY = {
+    "topic": "orders",
+    "epochs": [
+        {"epoch": 0, "partitions": 4, "state": "active", "thresholds": {}, "prior": {}},
+        {
+            "epoch": 1,
+            "partitions": 8,
+            "state": "active",
+            "from_partitions": 4,
+            "thresholds": {"0": 10, "1": 11, "2": 12, "3": 13},
+            "prior": {"4": [0], "5": [1], "6": [2], "7": [3]},
+        },
+        {
+            "epoch": 2,
+            "partitions": 12,
+            "state": "fencing",
+            "from_partitions": 8,
+            "thresholds": {},
+            "prior": {},
+        },
+    ],
+}
+
+
+def test_gates_list_every_active_epochs_prior_partitions_with_thresholds() -> None:
+    found = gates("orders", HISTORY)
+    assert found[0] == Gate("orders", 1, 4, 0, 10) and [g.partition for g in found] == [4, 5, 6, 7]
+    assert all(g.passed is None for g in found)
+
+
+def test_gates_say_whether_a_consumer_group_passed_them() -> None:
+    passed = {g.partition: g.passed for g in gates("orders", HISTORY, {0: 10, 1: 3, 2: 40})}
+    assert passed == {4: True, 5: False, 6: True, 7: False}
+
+
+def test_status_tables_show_groups_expansions_epochs_and_gates() -> None:
+    state = {
+        "groups": [
+            {
+                "metadata": {"namespace": "data", "name": "orders-cdc"},
+                "status": {
+                    "generation": 3,
+                    "members": [
+                        {"pod": "m-0", "partitions": [0, 1], "acked": 3},
+                        {"pod": "m-1", "partitions": [], "acked": 3},
+                    ],
+                    "unassigned": [2],
+                    "checkpoints": [{"partition": 0, "checkpoint": "2026-11-22T12:34:00"}],
+                },
+            }
+        ],
+        "expansions": [
+            {
+                "metadata": {"namespace": "data", "name": "grow"},
+                "spec": {"topic": "orders", "partitions": 8},
+                "status": {"phase": "Completed", "fromPartitions": 4, "epoch": 1, "durationSeconds": 1.25},
+            }
+        ],
+        "topics": {"orders": HISTORY},
+        "gates": gates("orders", HISTORY, {0: 10}),
+    }
+    console = Console(width=200, record=True)
+    console.print(render(state))
+    text = console.export_text()
+    for expected in ("data/orders-cdc", "0: 2026-11-22T12:34:00", "standby", "(unassigned)", "Completed",
+                     "4 → 8", "1.2 s", "0@10", "fencing", "partition 0 up to 10", "yes", "no"):  # fmt: skip
+        assert expected in text, expected
+
+
+def _one_line_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> str:
+    monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)
+    assert ordo(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_status_without_anything_to_read_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert "nothing to read" in _one_line_error(["status"], capsys, monkeypatch)
+    missing = _one_line_error(["status", "--kubeconfig", str(tmp_path / "nope")], capsys, monkeypatch)
+    assert "no such file" in missing
+
+
+def test_status_with_an_unreachable_cluster_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import yaml
+
+    from ordo.testbed.kube import kubeconfig
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig("http://127.0.0.1:1", "token")))
+    err = _one_line_error(["status", "--kubeconfig", str(path)], capsys, monkeypatch)
+    assert "cannot reach the Kubernetes API" in err
+
+
+def test_verify_needs_a_bootstrap_and_an_existing_source(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert "--bootstrap" in _one_line_error(["verify", "--topic", "t"], capsys, monkeypatch)
+    err = _one_line_error(
+        ["verify", "--topic", "t", "--bootstrap", "127.0.0.1:1", "--source", str(tmp_path / "x.db")],
+        capsys, monkeypatch,
+    )  # fmt: skip
+    assert "no such file" in err
+
+
+def test_bench_lists_the_checkouts_benchmarks() -> None:
+    names = bench.checkout_benchmarks()
+    assert "expansion" in names and "group" in names
+
+
+def test_bench_outside_a_checkout_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "_checkout", lambda: None)
+    err = _one_line_error(["bench", "all"], capsys, monkeypatch)
+    assert "from a checkout" in err
+
+
+def test_bench_runs_the_benchmarks_package_of_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[list[str], Path]] = []
+
+    def call(argv: list[str], cwd: Path) -> int:
+        calls.append((argv, cwd))
+        return 0
+
+    monkeypatch.setattr("subprocess.call", call)
+    assert ordo(["bench", "partitioner"]) == 0
+    assert ordo(["bench", "all"]) == 0
+    (one, root), (every, _) = calls
+    assert one[1:] == ["-m", "benchmarks", "partitioner_bench"] and every[1:] == ["-m", "benchmarks"]
+    assert (root / "benchmarks" / "__main__.py").is_file()
