@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from . import metrics
 from .epochs import EpochHistory, Gate, GateKeeper, stamped_epoch
@@ -237,10 +237,17 @@ class GatedConsumer:
         if self._progress_reader is None:
             self._progress_reader = Consumer({**self._progress_config, "enable.auto.commit": False})
         reader = self._progress_reader
-        for committed in reader.committed(wanted, timeout=5):
-            position = committed.offset if committed.offset >= 0 else 0
-            low, _ = reader.get_watermark_offsets(committed, timeout=5, cached=False)
-            progress[committed.partition] = max(progress.get(committed.partition, 0), position, low)
+        try:
+            for committed in reader.committed(wanted, timeout=5):
+                position = committed.offset if committed.offset >= 0 else 0
+                low, _ = reader.get_watermark_offsets(committed, timeout=5, cached=False)
+                progress[committed.partition] = max(progress.get(committed.partition, 0), position, low)
+        except KafkaException as error:
+            # The broker could not say (a leader move, a coordinator failover): the gate stays
+            # closed and is checked again after the backoff; the chaos soak found the consumer
+            # dying here on a NOT_LEADER_FOR_PARTITION answer to ListOffsets.
+            _log.warning("gate of %s: progress of %s unknown for now: %s", tp, gate.waiting_for, error)
+            return gate
         return keeper.gate(tp[1], offset, progress)
 
     def _check_held(self) -> None:
