@@ -21,17 +21,19 @@ class SourceVerdict:
     missing: int = 0
     duplicates: int = 0
     out_of_order: int = 0
+    beyond: int = 0
+    """Records past the expected count: data ahead of (not covered by) its checkpoint."""
     members: set[str] = field(default_factory=set)
     examples: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.missing == 0 and self.duplicates == 0 and self.out_of_order == 0
+        return self.missing == 0 and self.duplicates == 0 and self.out_of_order == 0 and self.beyond == 0
 
     def summary(self) -> str:
         return (
             f"{self.records} records from {len(self.members)} member(s): missing {self.missing}, "
-            f"duplicates {self.duplicates}, out of order {self.out_of_order}"
+            f"duplicates {self.duplicates}, out of order {self.out_of_order}, beyond the checkpoint {self.beyond}"
         )
 
 
@@ -40,6 +42,10 @@ def verify_sources(
 ) -> SourceVerdict:
     """``per_partition``: source partition -> how many records it must hold (0..n-1)."""
     seen: dict[int, list[int]] = defaultdict(list)
+    # Order is only defined within one Kafka partition: after an expansion a source partition's
+    # key moves, and the partitions are read side by side (the gate is the consumers' business).
+    placed: dict[tuple[int, int], list[int]] = defaultdict(list)
+    where: dict[tuple[int, int], str] = {}  # (source partition, seq) -> first partition@offset by member
     verdict = SourceVerdict()
     consumer = Consumer(
         {
@@ -72,6 +78,11 @@ def verify_sources(
             ends.discard(message.partition() or 0)
             record = json.loads(message.value() or b"{}")
             seen[record["p"]].append(record["seq"])
+            placed[record["p"], message.partition() or 0].append(record["seq"])
+            at = f"{message.partition()}@{message.offset()} by {record['member']}"
+            first = where.setdefault((record["p"], record["seq"]), at)
+            if first != at and len(verdict.examples) < 10:
+                verdict.examples.append(f"source partition {record['p']} #{record['seq']}: {first} and {at}")
             verdict.members.add(record["member"])
             verdict.records += 1
     finally:
@@ -82,7 +93,15 @@ def verify_sources(
         verdict.duplicates += len(seqs) - len(distinct)
         missing = sorted(set(range(expected)) - distinct)
         verdict.missing += len(missing)
-        inversions = sum(1 for a, b in pairwise(seqs) if b < a)
+        extra = sorted(d for d in distinct if d >= expected)
+        verdict.beyond += len(extra)
+        if extra and len(verdict.examples) < 10:
+            verdict.examples.append(
+                f"source partition {p}: records {extra[:5]} beyond the checkpoint {expected}"
+            )
+        inversions = sum(
+            1 for (q, _), placed_seqs in placed.items() if q == p for a, b in pairwise(placed_seqs) if b < a
+        )
         verdict.out_of_order += inversions
         if missing and len(verdict.examples) < 10:
             verdict.examples.append(f"source partition {p}: missing {missing[:5]}")
