@@ -7,7 +7,6 @@ and only then performs its effect, so a killed operator resumes from status and 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from ordo.epochs import prior_map
 
 from . import metrics
 from .config import OperatorConfig
+from .crash import crash_point
 from .kafka import KafkaSide, clients_for
 from .kube import KafkaConnectionError, kafka_config, patch_status
 from .plans.expansion import Effect, ExpansionState, ProducerView, Step, World, next_history, plan_expansion
@@ -190,9 +190,9 @@ def register(settings: OperatorConfig) -> None:
             if (step.state, step.reason) != (state, last_reason) or step.terminal:
                 _record(body, namespace, name, status, step, resource)  # recorded before the effect
                 last_reason = step.reason
-            _crash_point(f"before:{step.effect}")
+            crash_point(f"before:{step.effect}")
             state = _apply(side, spec.topic, step)
-            _crash_point(f"after:{step.effect}")
+            crash_point(f"after:{step.effect}")
             if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
                 _record(body, namespace, name, status, Step(state, None, step.reason, step.message), resource)
             if step.terminal:
@@ -227,14 +227,6 @@ def _record(
         )
         kopf.event(body, type=event_type, reason=step.reason, message=step.message)
     status["reason"] = step.reason
-
-
-def _crash_point(name: str) -> None:
-    """Fault injection for the crash-resume tests: ``ORDO_TEST_CRASH_AT=after:create-partitions``
-    kills the operator there, with no cleanup, as a node failure would."""
-    if os.environ.get("ORDO_TEST_CRASH_AT") == name:
-        _log.error("test crash point %s reached: exiting", name)
-        os._exit(70)
 
 
 def _format_time(timestamp: float) -> str:

@@ -28,6 +28,7 @@ from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL, Me
 
 from . import metrics
 from .config import OperatorConfig
+from .crash import crash_point
 from .kafka import clients_for
 from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
 from .plans.group import GroupPass, LeaseView, PodView, plan_group
@@ -152,6 +153,16 @@ class _GroupDriver:
         self.last_rebalance: float | None = status.get("lastRebalanceSeconds")
         self.checkpoints: CheckpointLog | None = None
         self.kafka_problem: str | None = None
+        if any(
+            c.get("type") == "Rebalancing" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        ):
+            kopf.event(
+                body,
+                type="Normal",
+                reason="Resumed",
+                message=f"resuming the rebalance of generation {status.get('generation')} left in flight",
+            )
 
     def reconcile(self) -> float:
         """One pass; returns how long to wait for the next one if nothing wakes us."""
@@ -171,11 +182,21 @@ class _GroupDriver:
             datetime.now(UTC),
             int(status.get("generation") or 0),
         )
-        for pod, assignment in outcome.writes.items():
+        # crash points of the handoff's two steps (revoke, then grant), for the crash-resume tests
+        step = "revoke" if any(a.revoking for a in outcome.writes.values()) else "grant"
+        if outcome.writes:
+            crash_point(f"before:{step}")
+        for i, (pod, assignment) in enumerate(sorted(outcome.writes.items())):
             _annotate(self.core, self.namespace, pod, assignment.to_annotation())
+            if i == 0 and len(outcome.writes) > 1:
+                crash_point(f"after-first:{step}")
+        if outcome.writes:
+            crash_point(f"after:{step}")
         self._events(outcome)
         self._track_rebalance(outcome)
         self._write_status(resource, outcome)
+        if outcome.writes:
+            crash_point(f"after-status:{step}")
         return min(1.0, spec.session_timeout_seconds / 4)
 
     def close(self) -> None:
