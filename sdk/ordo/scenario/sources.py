@@ -33,7 +33,8 @@ class SourceVerdict:
     def summary(self) -> str:
         return (
             f"{self.records} records from {len(self.members)} member(s): missing {self.missing}, "
-            f"duplicates {self.duplicates}, out of order {self.out_of_order}, beyond the checkpoint {self.beyond}"
+            f"duplicates {self.duplicates}, out of order {self.out_of_order}, "
+            f"beyond the checkpoint {self.beyond}"
         )
 
 
