@@ -1,0 +1,118 @@
+"""``ordo verify`` and ``ordo status`` against the Kafka testbed and the Kubernetes emulator."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
+
+from ordo.cli import main as ordo
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLogWriter
+from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kube.fixtures import Kube
+from ordo.testbed.resources import Groups
+
+pytestmark = pytest.mark.testbed
+
+
+def _numbered(kafka: KafkaHandle, topic: str, records: list[tuple[int, str, int]]) -> None:
+    """(partition, key, number) records, in this order."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    for partition, key, seq in records:
+        producer.produce(topic, json.dumps({"k": key, "s": seq}).encode(), key.encode(), partition)
+    assert producer.flush(30) == 0
+
+
+def _expanded(kafka: KafkaHandle, epochs: str, topic: str) -> None:
+    """Grow ``topic`` 2 -> 4 with thresholds at the current ends, as the operator records it."""
+    consumer = Consumer(kafka.config(group_id="ends"))
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(2)}
+    consumer.close()
+    kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(15)
+    writer = EpochLogWriter({"bootstrap.servers": kafka.bootstrap}, epochs)
+    writer.write(EpochHistory.initial(topic, 2).begin_fence(4).publish(ends))
+    writer.close()
+
+
+def _verify(
+    kafka: KafkaHandle, topic: str, epochs: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, Any]:
+    code = ordo(
+        ["verify", "--topic", topic, "--bootstrap", kafka.bootstrap, "--epoch-topic", epochs, "--json"]
+    )
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_verify_follows_keys_across_an_expansion_and_finds_a_reordering(
+    kafka: KafkaHandle, log_topics: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    epochs, _ = log_topics
+    good, bad = kafka.create_topic(2), kafka.create_topic(2)
+    # key a: #0, #1 in partition 0; after the expansion, #2 in the new partition 2
+    _numbered(kafka, good, [(0, "a", 0), (1, "b", 0), (0, "a", 1)])
+    _numbered(kafka, bad, [(0, "a", 0), (0, "a", 2)])  # #2 stored before the expansion ...
+    _expanded(kafka, epochs, good)
+    _expanded(kafka, epochs, bad)
+    _numbered(kafka, good, [(2, "a", 2), (1, "b", 1)])
+    _numbered(kafka, bad, [(2, "a", 1)])  # ... and #1 after it: out of order
+
+    code, verdict = _verify(kafka, good, epochs, capsys)
+    assert code == 0 and verdict["ok"] and verdict["records"] == 5 and verdict["epochs"] == 2, verdict
+    code, verdict = _verify(kafka, bad, epochs, capsys)
+    assert code == 1 and verdict["order_violations"] == 1 and "a #1" in verdict["examples"][0]
+
+
+def test_verify_counts_duplicates_and_gaps_and_reports_a_missing_topic(
+    kafka: KafkaHandle, log_topics: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    epochs, _ = log_topics
+    topic = kafka.create_topic(1)
+    _numbered(kafka, topic, [(0, "a", 0), (0, "a", 0), (0, "a", 2)])
+    code, verdict = _verify(kafka, topic, epochs, capsys)
+    assert code == 1 and (verdict["duplicates"], verdict["missing"]) == (1, 1)
+    missing = kafka.topic("absent")
+    assert ordo(["verify", "--topic", missing, "--bootstrap", kafka.bootstrap]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_status_shows_groups_from_the_api_and_gates_from_the_epoch_log(
+    kafka: KafkaHandle, kube: Kube, log_topics: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    epochs, _ = log_topics
+    groups = Groups(kube.custom, kube.namespace)
+    groups.create("copy", 3, {"app": "copy"})
+    status = {
+        "generation": 2,
+        "memberCount": 1,
+        "members": [{"pod": "copy-0", "partitions": [0, 1, 2], "acked": 2}],
+        "checkpoints": [{"partition": 0, "checkpoint": "42", "owner": "copy-0"}],
+    }
+    kube.custom.patch_namespaced_custom_object_status(
+        "ordo.dev", "v1alpha1", kube.namespace, "producergroups", "copy", {"status": status}
+    )
+    topic = kafka.create_topic(2)
+    _numbered(kafka, topic, [(0, "a", 0), (1, "b", 0), (1, "b", 1)])
+    _expanded(kafka, epochs, topic)
+    group = kafka.topic("readers")
+    committer = Consumer(kafka.config(group_id=group))
+    committer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # partition 0 done
+    committer.close()
+
+    argv = ["status", "--kubeconfig", str(kube.kubeconfig_path), "-n", kube.namespace,
+            "--bootstrap", kafka.bootstrap, "--epoch-topic", epochs, "--topic", topic,
+            "--consumer-group", group]  # fmt: skip
+    assert ordo([*argv, "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)
+    assert [g["metadata"]["name"] for g in state["groups"]] == ["copy"]
+    assert state["groups"][0]["status"]["members"][0]["partitions"] == [0, 1, 2]
+    assert [e["partitions"] for e in state["topics"][topic]["epochs"]] == [2, 4]
+    passed = {(g["partition"], g["prior"]): (g["threshold"], g["passed"]) for g in state["gates"]}
+    assert passed == {(2, 0): (1, True), (3, 1): (2, False)}
+
+    assert ordo(argv) == 0
+    text = capsys.readouterr().out
+    assert "copy-0" in text and "0: 42" in text and "partition 1 up to 2" in text
