@@ -93,7 +93,7 @@ def render(s: Snapshot) -> RenderableType:
     violations = f"[red]{s.order_violations}[/red]" if s.order_violations else "0"
     rows = [
         ("orders in the source", f"{s.source_orders:,}"),
-        ("records in Kafka (offsets)", f"{s.in_kafka:,}"),
+        ("Kafka end offsets (with markers)", f"{s.in_kafka:,}"),
         ("consumed / distinct", f"{s.consumed:,} / {s.distinct:,}"),
         ("re-deliveries", str(s.redeliveries)),
         ("per-key order violations", violations),
