@@ -145,7 +145,7 @@ def test_duplicates_missing_and_unknown_keys_are_counted() -> None:
 
 def test_decode_record_knows_the_numbered_and_the_source_formats() -> None:
     assert decode_record(b'{"k": "p0-k1", "s": 7}') == ("p0-k1", 7)
-    assert decode_record(b'{"p": 3, "seq": 9, "member": "m"}') == ("source-3", 9)
+    assert decode_record(b'{"p": 3, "seq": 9, "member": "m"}') == ("src-3", 9)
     assert decode_record(b"not json") is None and decode_record(b'{"x": 1}') is None
 
 

@@ -7,7 +7,7 @@ across expansions. It shares no code with the SDK; only the record formats:
 - numbered records, ``{"k": key, "s": n, ...}``: the sandbox's orders (key = customer, n = the
   customer's order number) and the scenario's keyed producers (``ordo.scenario.producer``);
 - source records, ``{"p": source partition, "seq": n, ...}``: ``ordo.scenario.group_member``
-  (key = ``source-<p>``).
+  (key = ``src-<p>``, its Kafka key).
 
 Order: a key lives in one partition per epoch, so its records in storage order are those of each
 epoch (an epoch's records in an old partition start at that epoch's threshold) one epoch after
@@ -88,7 +88,7 @@ def decode_record(value: bytes | None) -> tuple[str, int] | None:
         if "k" in data and "s" in data:
             return str(data["k"]), int(data["s"])
         if "p" in data and "seq" in data:
-            return f"source-{int(data['p'])}", int(data["seq"])
+            return f"src-{int(data['p'])}", int(data["seq"])
     except (ValueError, TypeError):
         pass
     return None
