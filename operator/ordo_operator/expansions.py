@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from ordo.api import API_GROUP, Condition, ExpansionPhase, OrderedTopicExpansion
 from ordo.api.common import VERSION, set_condition
@@ -157,7 +158,15 @@ def register(settings: OperatorConfig) -> None:
         expansions_by_topic: kopf.Index[str, tuple[str, str, str, str]],
         **_: Any,
     ) -> None:
-        resource = OrderedTopicExpansion.model_validate(dict(body))
+        try:
+            resource = OrderedTopicExpansion.model_validate(dict(body))
+        except ValidationError as error:  # what the CRD schema cannot check, e.g. credentials in config
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            message = f"{where}: {first['msg']}; nothing was changed"
+            patch_status(PLURAL, namespace, name, {"phase": ExpansionPhase.FAILED.value, "message": message})
+            kopf.event(body, type="Warning", reason="InvalidSpec", message=message)
+            return
         spec, status = resource.spec, dict(body.get("status") or {})
         state = _state(status)
         if state.phase in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
