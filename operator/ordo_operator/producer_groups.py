@@ -36,6 +36,7 @@ from .plans.group import GroupPass, LeaseView, PodView, plan_group
 __all__ = ["register"]
 
 PLURAL = "producergroups"
+_MEMBERSHIP_PROBLEMS = ("NoMembers", "NoLiveMembers")
 _log = logging.getLogger(__name__)
 
 
@@ -313,7 +314,9 @@ class _GroupDriver:
         owners = {p: str(m["pod"]) for m in outcome.members for p in m["partitions"]}  # type: ignore[attr-defined]
         checkpoints = self._checkpoint_status(resource, owners)
         problem = outcome.problem
-        if problem is None and self.kafka_problem is not None:
+        # a Kafka connection that cannot work (e.g. a missing Secret) is the first thing to fix:
+        # it is not to hide behind "no members" (members need the same Secret)
+        if self.kafka_problem is not None and (problem is None or problem[0] in _MEMBERSHIP_PROBLEMS):
             problem = ("InvalidKafkaConnection", self.kafka_problem)
         self._report_problem(problem, generation=outcome.generation)
         status = dict(self.body.get("status") or {})
