@@ -14,6 +14,7 @@ help:
 	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
 	@echo "make crds     - regenerate crds/ from the pydantic models"
 	@echo "make e2e      - kind + real Kafka end-to-end suite (needs Docker)"
+	@echo "make soak     - 30 min chaos soak + every fault-injection case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
 	$(BIN)/mypy tests/testbed/*.py
-	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e
+	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e tests/chaos
 	$(BIN)/mypy examples
 
 crds: $(STAMP)
@@ -51,6 +52,12 @@ bench: $(STAMP)
 
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e -m e2e
+
+# ORDO_CHAOS_SECONDS / ORDO_CHAOS_SEED override the length and replay a seed; the report lines
+# (one JSON per run) go to chaos-report.jsonl.
+soak: $(STAMP)
+	ORDO_SOAK=1 ORDO_CHAOS_SECONDS=$${ORDO_CHAOS_SECONDS:-1800} ORDO_CHAOS_REPORT=chaos-report.jsonl \
+	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/testbed/test_faults_handoff.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
