@@ -15,6 +15,7 @@ from kubernetes.client import CoordinationV1Api
 from ordo.errors import CheckpointError, ConfigError, NotOwnedError, TransactionScopeError
 from ordo.group import GroupProducer, Rebalance
 from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GroupSettings, MemberAssignment
+from ordo.testbed.kafka import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kafka.testing import consume
 from ordo.testbed.kube.fixtures import Kube
@@ -142,3 +143,16 @@ def test_bad_configuration_is_refused(
         GroupProducer(
             {"bootstrap.servers": "127.0.0.1:1"}, namespace="n", pod="p", group="g", api_client=kube.api
         )
+
+
+def test_a_slow_commit_is_resumed_not_repeated(member: Member, kafka: KafkaHandle) -> None:
+    """An EndTxn slower than one commit attempt: the commit's outcome is unknown, so the SDK resumes
+    it instead of giving the unit up (which would write it twice once the first commit lands)."""
+    if not member.settings.exactly_once:
+        pytest.skip("transactions only")
+    member.assign(0)
+    kafka.faults.add(Fault(api="EndTxn", delay=7.0, count=1))
+    with member.producer.transaction(0) as tx:
+        tx.produce(member.topic, b"once", b"k")
+        tx.commit("1")
+    assert member.committed(member.topic) == [b"once"]

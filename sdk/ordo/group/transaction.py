@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SourceTransaction", "is_fenced"]
 
+_COMMIT_ATTEMPT = 5.0  # seconds one commit_transaction call may take before it is resumed
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
@@ -107,7 +108,7 @@ class SourceTransaction:
         if self._exactly_once:
             try:
                 raw.produce(self._checkpoint_topic, record, key, 0)
-                self._producer.commit_transaction(timeout)
+                self._commit_transaction(timeout)
             except KafkaException as error:
                 raise self._failure(error) from error
             self._end()
@@ -128,6 +129,21 @@ class SourceTransaction:
                 f"the checkpoint of source partition {self.partition} was not written: "
                 f"{outcome[0] if outcome else 'timed out'}"
             )
+
+    def _commit_transaction(self, timeout: float) -> None:
+        """Commit, retrying while librdkafka says the outcome is not known yet (a timed-out or
+        retriable EndTxn): the commit may already have happened on the broker, so giving up and
+        writing the unit again would duplicate it. Only a definite failure is raised."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                # bounded attempts: a commit whose EndTxn is slow is resumed by the next call
+                self._producer.commit_transaction(min(_COMMIT_ATTEMPT, max(1.0, deadline - time.monotonic())))
+                return
+            except KafkaException as error:
+                kafka_error: KafkaError = error.args[0]
+                if not kafka_error.retriable() or time.monotonic() > deadline:
+                    raise
 
     def abort(self) -> None:
         """Give the unit up. Exactly-once: nothing of it is visible to read_committed readers.
