@@ -6,7 +6,7 @@ injects broker faults through the proxy.
 Checked by the independent verifiers at the end: every source record up to its final checkpoint is
 in the topic exactly once and in source order, and nothing past it (read_committed); every
 consumer processed each key in order and lost nothing; checkpoints never went backwards while it
-ran. CI runs 75 s of chaos; ``make soak`` runs 30 minutes (``ORDO_CHAOS_SECONDS``). A failing
+ran. CI runs 50 s of chaos; ``make soak`` runs 30 minutes (``ORDO_CHAOS_SECONDS``). A failing
 run prints its seed: ``ORDO_CHAOS_SEED=<seed>`` replays the same schedule.
 """
 
@@ -40,7 +40,7 @@ from .schedule import Action, Kind, Limits, make_schedule
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
-SECONDS = float(os.environ.get("ORDO_CHAOS_SECONDS", "75"))
+SECONDS = float(os.environ.get("ORDO_CHAOS_SECONDS", "50"))
 GROUP, SOURCE_PARTITIONS = "chaos", 8
 MEMBER_LABELS, READER_LABELS = {"app": "chaos-member"}, {"app": "chaos-reader"}
 CONSUMERS = 3
