@@ -4,9 +4,9 @@ stateful step (``applyInPandasWithState``) checks each against the key's last on
 reordered or repeated). Reordering by an expansion makes this pipeline's result wrong, so it is
 the test of the ordering gate. Values are the scenario workload's records (``{"k": key, "s": n}``).
 
-Within one micro-batch a key's records come from one Kafka partition (the gate never lets two
-epochs of a key into one batch), so sorting a group by (partition, offset) restores its order
-after the shuffle.
+The step sorts a key's records of a batch by offset: the Kafka assumption that a key lives in one
+partition. Through the gate that holds within a batch (two epochs of a key never share one);
+without it, an expansion breaks it, and the check sees the result.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def check_sequences(
     if not frames:
         return
     rows = frames[0] if len(frames) == 1 else pd.concat(frames)
-    rows = rows.sort_values(["partition", "offset"], kind="stable")
+    rows = rows.sort_values("offset", kind="stable")
     seq = rows["seq"].to_numpy(dtype=np.int64)
     last = int(state.get[0]) if state.exists else -1
     # the highest number seen before each record: what it is checked against

@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 
 from .planning import DataLossError, Slice
 
-__all__ = ["SCHEMA", "read_slice"]
+__all__ = ["SCHEMA", "close_consumers", "read_slice"]
 
 _log = logging.getLogger(__name__)
 
@@ -56,6 +56,12 @@ def _consumer(config: Mapping[str, Any]) -> Consumer:
     if found is None:
         found = _consumers[key] = Consumer(dict(config))
     return found
+
+
+def close_consumers() -> None:
+    """Close this process's cached consumers (Spark's workers end with the session instead)."""
+    while _consumers:
+        _consumers.popitem()[1].close()
 
 
 def read_slice(

@@ -2,6 +2,8 @@
 
 200k numbered records of 300 keys go through OrderedProducer while the real operator expands the
 topic; two queries read it side by side: one through the gate, and a control with the gate off.
+They start after the first expansion, with a backlog that spans it (so the control is sure to
+meet a moved key's old and new records), and the second expansion happens while they run.
 The stateful step (applyInPandasWithState) checks every key's sequence. Gated: no gap, no
 inversion, nothing lost. Control: inversions, so the check can fail."""
 
@@ -37,7 +39,9 @@ STEPS = (6, 8)
 
 
 class NumberedProducer:
-    """Produces RECORDS numbered records on a thread; counts what was delivered."""
+    """Produces RECORDS numbered records on a thread; counts what was delivered. Past ``limit`` it
+    only trickles (about 500 records/s, a pace, not a synchronisation), so that an expansion lands
+    between the phases of the data however fast this machine produces, while records still flow."""
 
     def __init__(self, kafka: KafkaHandle, topic: str, epochs: str, registry: str) -> None:
         self.topic = topic
@@ -46,6 +50,7 @@ class NumberedProducer:
         )
         self.sequence: dict[str, int] = defaultdict(int)
         self.produced = 0
+        self.limit = 0
         self.errors: list[KafkaError] = []
         self.thread = threading.Thread(target=self._run, name="numbered-producer", daemon=True)
 
@@ -72,6 +77,8 @@ class NumberedProducer:
             self.produced += 1
             if self.produced % 2000 == 0:
                 self.producer.poll(0)
+            if self.produced >= self.limit:
+                time.sleep(0.002)
         assert self.producer.flush(60) == 0
 
     def finish(self) -> dict[str, int]:
@@ -115,24 +122,30 @@ def test_gated_pipeline_keeps_every_key_in_order_and_the_control_does_not(
     topic = kafka.create_topic(3)
     expansions = Expansions(kube.custom, kube.namespace)
     started = time.monotonic()
-    gated = _start(spark, kafka, topic, epochs, tmp_path / "gated", gate=True)
-    control = _start(spark, kafka, topic, epochs, tmp_path / "control", gate=False)
     producer = NumberedProducer(kafka, topic, epochs, registry)
+    producer.limit = RECORDS // 3
     producer.thread.start()
+    queries: list[Any] = []
     try:
         for step, partitions in enumerate(STEPS, start=1):
-            share = step * RECORDS // 3
-            wait_for(lambda: producer.produced >= share, 120, f"{step}/3 of the records")  # noqa: B023
+            wait_for(lambda: producer.produced >= producer.limit, 120, f"{step}/3 of the records")
             expansions.create(f"grow-to-{partitions}", topic, partitions, fenceTimeoutSeconds=30)
             expansions.wait_phase(f"grow-to-{partitions}", "Completed", 60)
+            producer.limit = (step + 1) * RECORDS // 3
+            if step == 1:
+                wait_for(lambda: producer.produced >= RECORDS // 2, 120, "a backlog past the first expansion")
+                queries = [
+                    _start(spark, kafka, topic, epochs, tmp_path / "gated", gate=True),
+                    _start(spark, kafka, topic, epochs, tmp_path / "control", gate=False),
+                ]
         delivered = producer.finish()
         produced_in = time.monotonic() - started
-        for query in (gated, control):
+        for query in queries:
             query.processAllAvailable()
-        batches = {q.name: q.lastProgress["batchId"] + 1 for q in (gated, control)}
+        batches = {q.name: q.lastProgress["batchId"] + 1 for q in queries}
     finally:
-        gated.stop()
-        control.stop()
+        for query in queries:
+            query.stop()
     elapsed = time.monotonic() - started
     good = summarize(spark, str(tmp_path / "gated" / "out"))
     bad = summarize(spark, str(tmp_path / "control" / "out"))

@@ -3,6 +3,7 @@ checks, with headers and epochs; ranges that end in transaction markers or abort
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -13,11 +14,17 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo_spark.options import parse_options
 from ordo_spark.planning import DataLossError, Slice
-from ordo_spark.reading import SCHEMA, read_slice
+from ordo_spark.reading import SCHEMA, close_consumers, read_slice
 
 pytestmark = pytest.mark.testbed
 
 ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
+
+
+@pytest.fixture(autouse=True)
+def _close_cached_consumers() -> Iterator[None]:
+    yield
+    close_consumers()
 
 
 def _read(kafka: KafkaHandle, piece: Slice, **options: str) -> pa.Table:
