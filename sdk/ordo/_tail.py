@@ -134,23 +134,24 @@ class CompactedTopicReader(Generic[V]):
         partition = [TopicPartition(self.topic, 0)]
         while not self._stop.is_set():
             message = self._consumer.poll(0.1)
+            if message is not None:
+                error = message.error()
+                if error is None:
+                    self._apply(message.key(), message.value())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    with self._changed:
+                        self._caught_up = True
+                        self._position = max(self._position, message.offset() or 0)
+                        self._changed.notify_all()
+                elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    _log.warning("%s: %s", self.topic, error)
+            # Only now, with the record applied: catch_up() must never see a position whose
+            # record a reader cannot get yet (a new owner would start from an older checkpoint).
             position = self._consumer.position(partition)[0].offset
             if position > self._position:
                 with self._changed:
                     self._position = position
                     self._changed.notify_all()
-            if message is None:
-                continue
-            error = message.error()
-            if error is None:
-                self._apply(message.key(), message.value())
-            elif error.code() == KafkaError._PARTITION_EOF:
-                with self._changed:
-                    self._caught_up = True
-                    self._position = max(self._position, message.offset() or 0)
-                    self._changed.notify_all()
-            elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                _log.warning("%s: %s", self.topic, error)
 
     def _refuse(self, key: bytes | str | None, reason: str) -> None:
         self.invalid_records += 1
