@@ -144,7 +144,7 @@ def _consumer_ratio(bootstrap: str) -> tuple[float, float]:
     assign = [TopicPartition("gated", p, 0) for p in range(4)]
     config = {"bootstrap.servers": bootstrap, "fetch.min.bytes": 100_000, "enable.auto.commit": False}
     raw_rates, gated_rates = [], []
-    for run in range(3):
+    for run in range(5):
 
         def raw(run: int = run) -> Consumer:
             consumer = Consumer({**config, "group.id": f"raw-{run}"})
@@ -156,7 +156,10 @@ def _consumer_ratio(bootstrap: str) -> tuple[float, float]:
 
         raw_rates.append(_consume_rate(raw, 200_000))
         gated_rates.append(_consume_rate(gated, 200_000))
-    return max(gated_rates), max(raw_rates)
+    # the pair with the median ratio: the raw consumer's rate through the testbed swings by 3x
+    # between runs (measured 160k to 560k rec/s), so a maximum would compare different luck
+    pairs = sorted(zip(gated_rates, raw_rates, strict=True), key=lambda pair: pair[0] / pair[1])
+    return pairs[len(pairs) // 2]
 
 
 def _gate_latency(bootstrap: str, rounds: int = 10) -> list[float]:

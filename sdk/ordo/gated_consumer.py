@@ -124,24 +124,36 @@ class GatedConsumer:
     def _admit_all(self, messages: list[Message]) -> list[Message]:
         """The admissible messages, in order; the rest wait in their partition's buffer."""
         admitted: list[Message] = []
-        for message in messages:
+        append = admitted.append
+        held_partitions = self._held
+        open_until = self._open_until
+        for message in messages:  # the consumer's hot path: locals and no helper calls
             if message.error() is not None:
-                admitted.append(message)
+                append(message)
                 continue
-            tp, offset = _position(message)
-            held = self._held.get(tp)
-            if held is not None:
-                held.buffer.append(message)  # behind a closed gate: keep the partition's order
-                continue
+            tp = (message.topic(), message.partition())
+            offset: int = message.offset()  # type: ignore[assignment]  # never None for data
+            if held_partitions:
+                held = held_partitions.get(tp)  # type: ignore[arg-type]
+                if held is not None:
+                    held.buffer.append(message)  # behind a closed gate: keep the partition's order
+                    continue
             headers = message.headers()
-            stamped = stamped_epoch(headers) if headers is not None else None
-            if stamped is not None and stamped > self._known_epoch(tp[0]):
-                self._hold(tp, Gate(tp[1], offset, None), stamped).buffer.append(message)
-            elif offset < self._open_until.get(tp, -1) or self._admit(tp, offset):
-                admitted.append(message)
+            if headers is not None and self._ahead_of_log(tp, offset, headers, message):  # type: ignore[arg-type]
+                continue
+            if offset < open_until.get(tp, -1) or self._admit(tp, offset):  # type: ignore[arg-type]
+                append(message)
             else:
-                self._held[tp].buffer.append(message)
+                held_partitions[tp].buffer.append(message)  # type: ignore[index]
         return admitted
+
+    def _ahead_of_log(self, tp: TP, offset: int, headers: Any, message: Message) -> bool:
+        """Hold ``message`` when its stamp names an epoch the epoch log has not shown yet."""
+        stamped = stamped_epoch(headers)
+        if stamped is None or stamped <= self._known_epoch(tp[0]):
+            return False
+        self._hold(tp, Gate(tp[1], offset, None), stamped).buffer.append(message)
+        return True
 
     def commit(self, asynchronous: bool = False) -> None:
         """Commit everything handed out so far, including the last batch."""
@@ -290,10 +302,14 @@ class GatedConsumer:
     def _store_processed(self) -> None:
         if not self._pending_store:
             return
-        offsets = []
+        # a partition's records come in offset order: its last one is the position to store
+        latest: dict[TP, int] = {}
         for message in self._pending_store:
-            (topic, partition), offset = _position(message)
-            self._processed[(topic, partition)] = offset + 1
+            latest[(message.topic(), message.partition())] = message.offset()  # type: ignore[index,assignment]
+        processed = self._processed
+        offsets = []
+        for (topic, partition), offset in latest.items():
+            processed[(topic, partition)] = offset + 1
             offsets.append(TopicPartition(topic, partition, offset + 1))
         self._consumer.store_offsets(offsets=offsets)
         self._pending_store = []
