@@ -33,7 +33,7 @@ from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Expansions, Groups
+from ordo.testbed.resources import Expansions, Groups, group_member_argv
 from ordo.testbed.waiting import wait_for
 
 from .schedule import Action, Kind, Limits, make_schedule
@@ -73,9 +73,15 @@ class Chaos:
 
     def start_member(self) -> None:
         self.started += 1
-        argv = [sys.executable, "-m", "ordo.scenario.group_member", "--bootstrap", self.kafka.bootstrap]
-        argv += ["--topic", self.topic, "--records", "1000000", "--batch", "5", "--rate", "8"]
-        argv += ["--epoch-topic", self.epochs, "--registry-topic", self.registry]
+        argv = group_member_argv(
+            self.kafka.bootstrap,
+            self.topic,
+            records=1_000_000,
+            batch=5,
+            rate=8,
+            epoch_topic=self.epochs,
+            registry_topic=self.registry,
+        )
         name = f"m-{self.started}"
         env = {"ORDO_GROUP": GROUP}
         self.members.append(self.pods.start(name, argv, labels=MEMBER_LABELS, env=env, grace=15))

@@ -51,7 +51,7 @@ class Env:
         )
 
     def events(self) -> list[str]:
-        return [e.reason for e in self.kube.core.list_namespaced_event(self.kube.namespace).items]
+        return self.kube.event_reasons()
 
     def wait_events(self, *reasons: str) -> None:
         """kopf posts Events in the background: wait for them rather than expect them at once."""

@@ -6,7 +6,6 @@ split, every record copied exactly once, and a condition/Event that says what ha
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Groups
+from ordo.testbed.resources import Groups, group_member_argv
 from ordo.testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
@@ -37,17 +36,22 @@ class Handoff:
     groups: Groups
 
     def member(self, name: str) -> Pod:
-        argv = [sys.executable, "-m", "ordo.scenario.group_member", "--bootstrap", self.kafka.bootstrap]
-        argv += ["--topic", self.topic, "--records", str(RECORDS), "--batch", "5", "--rate", "10"]
-        argv += ["--epoch-topic", self.epochs, "--registry-topic", self.registry]
+        argv = group_member_argv(
+            self.kafka.bootstrap,
+            self.topic,
+            records=RECORDS,
+            batch=5,
+            rate=10,
+            epoch_topic=self.epochs,
+            registry_topic=self.registry,
+        )
         return self.pods.start(name, argv, labels=LABELS, env={"ORDO_GROUP": GROUP}, grace=10)
 
     def checkpoints(self) -> dict[int, str | None]:
-        status = self.groups.status(GROUP)
-        return {c["partition"]: c.get("checkpoint") for c in status.get("checkpoints") or []}
+        return self.groups.checkpoints(GROUP)
 
     def events(self) -> list[str]:
-        return [e.reason for e in self.kube.core.list_namespaced_event(self.kube.namespace).items]
+        return self.kube.event_reasons()
 
     def finish(self) -> None:
         """Both members own two partitions each, the copy completes, exactly once."""

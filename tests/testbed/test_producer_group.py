@@ -7,7 +7,6 @@ by the independent source verifier (read_committed) where data matters.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Groups
+from ordo.testbed.resources import Groups, group_member_argv
 from ordo.testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -45,9 +44,15 @@ class Bed:
         self.groups.create(GROUP, partitions, LABELS, **spec)
 
     def member(self, name: str, records: int = 200, batch: int = 10, rate: float = 20) -> Pod:
-        argv = [sys.executable, "-m", "ordo.scenario.group_member", "--bootstrap", self.kafka.bootstrap]
-        argv += ["--topic", self.topic, "--records", str(records), "--batch", str(batch), "--rate", str(rate)]
-        argv += ["--epoch-topic", self.epochs, "--registry-topic", self.registry]
+        argv = group_member_argv(
+            self.kafka.bootstrap,
+            self.topic,
+            records=records,
+            batch=batch,
+            rate=rate,
+            epoch_topic=self.epochs,
+            registry_topic=self.registry,
+        )
         pod = self.pods.start(name, argv, labels=LABELS, env={"ORDO_GROUP": GROUP}, grace=10)
         self.members.append(pod)
         return pod
@@ -226,7 +231,7 @@ def test_growing_assigns_the_new_partitions_and_deleting_revokes_everything(bed:
 
 
 def _checkpoints(bed: Bed) -> dict[int, str | None]:
-    return {c["partition"]: c.get("checkpoint") for c in bed.groups.status(GROUP).get("checkpoints") or []}
+    return bed.groups.checkpoints(GROUP)
 
 
 def _copied(bed: Bed) -> int:
@@ -241,4 +246,4 @@ def _condition(bed: Bed, kind: str) -> tuple[str, str] | None:
 
 
 def _events(bed: Bed) -> list[str]:
-    return [e.reason for e in bed.kube.core.list_namespaced_event(bed.kube.namespace).items]
+    return bed.kube.event_reasons()

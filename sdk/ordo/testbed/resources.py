@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..api import API_GROUP
 from ..api.common import VERSION
 from .waiting import wait_for
 
-__all__ = ["Expansions", "Groups"]
+__all__ = ["Expansions", "Groups", "group_member_argv"]
 
 
 class Expansions:
@@ -48,6 +49,25 @@ class Expansions:
         return found
 
 
+def group_member_argv(
+    bootstrap: str,
+    topic: str,
+    *,
+    records: int,
+    batch: int,
+    rate: float,
+    epoch_topic: str,
+    registry_topic: str,
+) -> list[str]:
+    """The command of a ``ordo.scenario.group_member`` pod (a ProducerGroup member copying a
+    synthetic source: ``records`` per source partition, ``batch`` per transaction, ``rate`` per s)."""
+    return [
+        sys.executable, "-m", "ordo.scenario.group_member", "--bootstrap", bootstrap, "--topic", topic,
+        "--records", str(records), "--batch", str(batch), "--rate", str(rate),
+        "--epoch-topic", epoch_topic, "--registry-topic", registry_topic,
+    ]  # fmt: skip
+
+
 class Groups:
     """ProducerGroups in one namespace, through a kubernetes ``CustomObjectsApi``."""
 
@@ -81,6 +101,10 @@ class Groups:
 
     def status(self, name: str) -> dict[str, Any]:
         return dict(self.get(name).get("status") or {})
+
+    def checkpoints(self, name: str) -> dict[int, str | None]:
+        """Source partition -> the checkpoint status mirrors for it (None: none yet)."""
+        return {c["partition"]: c.get("checkpoint") for c in self.status(name).get("checkpoints") or []}
 
     def owners(self, name: str) -> dict[str, list[int]]:
         """Live member -> the partitions status says it owns."""

@@ -46,6 +46,11 @@ class Kube:
     namespace: str
     emulator: KubeEmulator | None
 
+    def event_reasons(self) -> list[str]:
+        """The reasons of the Events in this test's namespace (kopf posts them in the background:
+        wait for them rather than expect them at once)."""
+        return [e.reason for e in self.core.list_namespaced_event(self.namespace).items]
+
     @property
     def core(self) -> Any:
         import kubernetes
