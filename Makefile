@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS := operator,spark,testbed,dev
 
-.PHONY: help venv test test-fast lint crds sandbox bench e2e soak clean
+.PHONY: help venv test test-fast lint crds sandbox bench e2e chaos soak clean
 
 help:
 	@echo "make test     - create .venv, install everything, lint, run the whole suite"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
 	@echo "make crds     - regenerate crds/ from the pydantic models"
 	@echo "make e2e      - kind + real Kafka end-to-end suite (needs Docker)"
+	@echo "make chaos    - 50 s seeded chaos run (strict; not in make test while findings are open)"
 	@echo "make soak     - 30 min chaos soak + every fault-injection case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): pyproject.toml
@@ -55,6 +56,9 @@ e2e: $(STAMP)
 
 # ORDO_CHAOS_SECONDS / ORDO_CHAOS_SEED override the length and replay a seed; the report lines
 # (one JSON per run) go to chaos-report.jsonl.
+chaos: $(STAMP)
+	ORDO_CHAOS=1 $(BIN)/python -m pytest -s tests/chaos
+
 soak: $(STAMP)
 	ORDO_SOAK=1 ORDO_CHAOS_SECONDS=$${ORDO_CHAOS_SECONDS:-1800} ORDO_CHAOS_REPORT=chaos-report.jsonl \
 	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/testbed/test_faults_handoff.py

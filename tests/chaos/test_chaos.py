@@ -242,11 +242,12 @@ def chaos(
 
 
 # Two open findings of this soak (docs/reliability.md): consumers' gates can stall across
-# expansions under faults, and one run showed a duplicated unit (5 records) in exactly-once mode.
-# Until they are fixed the CI run reports XFAIL/XPASS instead of failing everyone's build;
-# `make soak` (ORDO_SOAK=1) runs it strict.
-@pytest.mark.xfail(
-    not os.environ.get("ORDO_SOAK"), reason="open chaos findings, docs/reliability.md", strict=False
+# expansions under faults, and one run showed a duplicated unit in exactly-once mode. Until they
+# are fixed the run is not part of `make test` (as an expected failure it could not fail the build
+# and cost two minutes of it); `make chaos` (50 s) and `make soak` (30 min) run it strict.
+@pytest.mark.skipif(
+    not (os.environ.get("ORDO_SOAK") or os.environ.get("ORDO_CHAOS")),
+    reason="open chaos findings (docs/reliability.md): run with `make chaos` or `make soak`",
 )
 def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
     seed = int(os.environ.get("ORDO_CHAOS_SEED") or random.SystemRandom().randrange(2**32))
