@@ -199,9 +199,10 @@ class OrderedProducer:
                         why = scope.aborted or scope.declaration.outside(topic, chosen)
                         if why is not None:
                             raise _OutsideScope(why)  # handled below, with the gate released
+                    sent_headers = headers
                     if state.unstamped and chosen in state.unstamped:
-                        headers = _with_stamp(headers, state.stamp)
-                    if on_delivery is None and headers is None and not timestamp:
+                        sent_headers = _with_stamp(headers, state.stamp)  # kept apart: a retry stamps once
+                    if on_delivery is None and sent_headers is None and not timestamp:
                         try:
                             raw.produce(topic, value, key, chosen)
                             return
@@ -214,7 +215,7 @@ class OrderedProducer:
                         chosen,
                         on_delivery=on_delivery,
                         timestamp=timestamp,
-                        headers=headers,
+                        headers=sent_headers,
                     )
                     if state.unstamped:  # used up only once sent: a failed record keeps it
                         state.unstamped.discard(chosen)
