@@ -104,6 +104,23 @@ class Workload:
             time.sleep(0.2)  # polling the consumers' logs
         return False
 
+    def why_not_drained(self, delivered: int) -> str:
+        """What a failed drain needs to be understood: the counts, and each consumer's own last
+        words (its closed gates, and every thread's stack, dumped on SIGUSR1)."""
+        errs = sorted(self.directory.glob("*.err"))
+        sizes = {path: path.stat().st_size for path in errs if path.name.startswith("consumer")}
+        for process in self.consumers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(p.stat().st_size == n for p, n in sizes.items()):
+            time.sleep(0.1)  # until the stacks are written (consumers' files grow), or 3 s
+        lines = [f"consumers processed {self.processed_count()} of {delivered} delivered records"]
+        for path in errs:
+            tail = path.read_text(errors="replace").splitlines()[-60:]
+            lines += [f"--- {path.name}", *tail]
+        return "\n".join(lines)
+
     def stop(self) -> Verdict:
         _stop(self.producers)
         _stop(self.consumers)
@@ -129,5 +146,10 @@ def _stop(processes: list[subprocess.Popen[str]]) -> None:
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+            # a program that does not stop is a finding: its stacks go to its .err file first
+            process.send_signal(signal.SIGUSR1)
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
