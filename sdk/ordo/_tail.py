@@ -98,11 +98,17 @@ class CompactedTopicReader(Generic[V]):
         return self.wait_for(lambda: self._caught_up, timeout)
 
     def catch_up(self, timeout: float) -> bool:
-        """Wait until everything committed to the topic before this call has been read (a
-        transaction still open holds the reader back until it ends)."""
+        """Wait until everything committed to the topic before this call has been read; a
+        transaction still open holds the reader back until it ends.
+
+        The target is the high watermark, not the last stable offset a read_committed client
+        is told: a transaction committed after one that is still open lies beyond that offset,
+        and a new owner stopping there would start from an older checkpoint and copy a unit
+        twice (the chaos soak found it with many members committing to one partition)."""
         with self._probe_lock:  # the reader's own consumer is busy polling on its thread
             if self._probe is None:
-                self._probe = Consumer(reader_config(self._config, f"probe-{self.topic}"))
+                config = reader_config(self._config, f"probe-{self.topic}")
+                self._probe = Consumer({**config, "isolation.level": "read_uncommitted"})
             partition = TopicPartition(self.topic, 0)
             _, high = self._probe.get_watermark_offsets(partition, timeout=timeout, cached=False)
         return self.wait_for(lambda: self._position >= high, timeout)

@@ -29,6 +29,7 @@ __all__ = ["GatedConsumer"]
 
 _log = logging.getLogger(__name__)
 TP = tuple[str, int]
+_SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
 
 
 @dataclass
@@ -87,6 +88,7 @@ class GatedConsumer:
         self._ready: deque[Message] = deque()  # admitted from a buffer, not yet handed out
         self._processed: dict[TP, int] = {}  # next offset to process, per partition we processed
         self._pending_store: list[Message] = []
+        self._next_skip_check = 0.0
         self._user_assign, self._user_revoke = on_assign, on_revoke
         self.gate_waits: list[float] = []  # seconds each closed gate held its partition
         self._unsubscribe = self._log.subscribe(self._on_history)
@@ -300,8 +302,42 @@ class GatedConsumer:
         return max(0.0, min(h.next_check for h in self._held.values()) - time.monotonic())
 
     def _store_processed(self) -> None:
-        if not self._pending_store:
-            return
+        if self._pending_store:
+            self._store_handed_out()
+        now = time.monotonic()
+        if now >= self._next_skip_check:
+            self._next_skip_check = now + _SKIP_CHECK_INTERVAL
+            self._store_skipped()
+
+    def _store_skipped(self) -> None:
+        """Count as processed what the consumer passed without handing out: the transaction
+        markers (and aborted records) after a partition's last record. A threshold is an end
+        offset, and a transactional producer's last record is followed by its commit marker,
+        so a gate waiting for that partition would otherwise never open (two partitions waiting
+        for each other after a 2 -> 3 expansion: the chaos soak's stalled consumers)."""
+        # Everything below a partition's first record not yet handed out (held behind a gate,
+        # or admitted and waiting in _ready) was processed or skipped; without one, everything
+        # below the consumer's position was.
+        waiting = {tp: held.gate.offset for tp, held in self._held.items()}
+        for message in self._ready:
+            where, offset = _position(message)
+            waiting[where] = min(offset, waiting.get(where, offset))
+        try:
+            positions = self._consumer.position(self._consumer.assignment())
+        except KafkaException:
+            return  # not now (e.g. mid-rebalance); the next check catches up
+        processed = self._processed
+        skipped = []
+        for tp in positions:
+            key = (tp.topic, tp.partition)
+            done = min(tp.offset, waiting.get(key, tp.offset))
+            if done > processed.get(key, -1) and done >= 0:
+                processed[key] = done
+                skipped.append(TopicPartition(tp.topic, tp.partition, done))
+        if skipped:
+            self._consumer.store_offsets(offsets=skipped)
+
+    def _store_handed_out(self) -> None:
         # a partition's records come in offset order: its last one is the position to store
         latest: dict[TP, int] = {}
         for message in self._pending_store:
@@ -340,7 +376,10 @@ class GatedConsumer:
             self._user_assign(consumer, partitions)
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._store_processed()
+        # Only what was handed out: called from within consume(), the position may already count
+        # records this call is about to hand out.
+        if self._pending_store:
+            self._store_handed_out()
         held = [tp for tp in partitions if (tp.topic, tp.partition) in self._held]
         if held:
             consumer.resume(held)  # see _assigned: never hand a paused partition back

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from confluent_kafka.admin import NewPartitions
+from confluent_kafka.admin import NewPartitions, OffsetSpec
 from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamp
@@ -160,3 +160,39 @@ def test_a_record_stamped_with_an_epoch_the_log_has_not_shown_waits_for_the_log(
             assert consumer.closed_gates() == {}
     finally:
         writer.close()
+
+
+def test_partitions_waiting_for_each_other_open_past_transaction_markers(kafka: KafkaHandle) -> None:
+    """2 -> 3: partition 0's epoch-1 records wait for partition 1's threshold and partition 1's
+    for partition 0's. A transactional producer wrote both, so each threshold (an end offset)
+    lies just past a commit marker, one offset beyond the last record. The consumer counts the
+    markers it passed as processed, or the two gates would wait for each other forever."""
+    epochs = kafka.topic("epochs")
+    ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
+    topic = kafka.create_topic(2)
+    producer = Producer(kafka.config(transactional_id=kafka.topic("tx")))
+    producer.init_transactions(30)
+    for i in range(3):
+        producer.begin_transaction()
+        for partition in (0, 1):
+            producer.produce(topic, f"old-{partition}-{i}".encode(), partition=partition)
+        producer.commit_transaction(30)
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    ends = kafka.admin.list_offsets({TopicPartition(topic, p): latest for p in (0, 1)})
+    thresholds = {tp.partition: future.result(10).offset for tp, future in ends.items()}
+    assert thresholds == {0: 6, 1: 6}  # 3 records and 3 commit markers each
+    writer = EpochLogWriter(kafka.config(), epochs)
+    history = EpochHistory.initial(topic, 2).begin_fence(3)
+    writer.write(history)
+    kafka.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+    writer.write(history.publish(thresholds))
+    writer.close()
+    producer.begin_transaction()
+    for partition in (0, 1):
+        producer.produce(topic, f"new-{partition}".encode(), partition=partition, headers=list(stamp(1)))
+    producer.commit_transaction(30)
+    everything = [TopicPartition(topic, p, 0) for p in (0, 1)]
+    with GatedConsumer(_config(kafka), [topic], epoch_topic=epochs, assignment=everything) as consumer:
+        values = {m.value() for m in _drain(consumer, 8, timeout=30)}
+        assert {b"new-0", b"new-1"} <= values, f"gates still closed: {consumer.closed_gates()}"
+        assert len(values) == 8

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .verify import Verdict, read_delivered, verify
+from .verify import Verdict, read_delivered, read_processed, verify
 
 __all__ = ["Workload"]
 
@@ -116,6 +116,7 @@ class Workload:
         while time.monotonic() < deadline and any(p.stat().st_size == n for p, n in sizes.items()):
             time.sleep(0.1)  # until the stacks are written (consumers' files grow), or 3 s
         lines = [f"consumers processed {self.processed_count()} of {delivered} delivered records"]
+        lines += _missing(read_delivered(self.delivered_paths()), self._processed_paths())
         for path in errs:
             tail = path.read_text(errors="replace").splitlines()[-60:]
             lines += [f"--- {path.name}", *tail]
@@ -125,7 +126,27 @@ class Workload:
         _stop(self.producers)
         _stop(self.consumers)
         delivered = read_delivered(self.delivered_paths())
-        return verify(delivered, [self.processed_path(i) for i in range(len(self.consumers))])
+        return verify(delivered, self._processed_paths())
+
+    def _processed_paths(self) -> list[Path]:
+        return [self.processed_path(i) for i in range(len(self.consumers))]
+
+
+def _missing(delivered: dict[str, int], logs: list[Path], most: int = 10) -> list[str]:
+    """A few records never processed, each with where its key was last seen (partition@offset)."""
+    seen: dict[str, set[int]] = {}
+    last: dict[str, str] = {}
+    for path in logs:
+        for record in read_processed(path):
+            seen.setdefault(record.key, set()).add(record.seq)
+            last[record.key] = f"p{record.partition}@{record.offset}"
+    missing = [
+        f"missing {key} #{seq} (key last seen at {last.get(key, 'nowhere')})"
+        for key, count in sorted(delivered.items())
+        for seq in range(count)
+        if seq not in seen.get(key, ())
+    ]
+    return missing[:most] + ([f"... and {len(missing) - most} more"] if len(missing) > most else [])
 
 
 def _ready(processes: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
