@@ -22,6 +22,8 @@ class OperatorConfig:
     registry_topic: str = DEFAULT_REGISTRY_TOPIC
     max_partitions: int = 100_000
     """Largest partition count an expansion may ask for (the broker's own limit may be lower)."""
+    kafka_timeout_seconds: float = 15.0
+    """How long one Kafka admin request (metadata, end offsets, CreatePartitions) may take."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorConfig:
@@ -38,4 +40,5 @@ class OperatorConfig:
             epoch_topic=env.get("ORDO_EPOCH_TOPIC", DEFAULT_EPOCH_TOPIC),
             registry_topic=env.get("ORDO_REGISTRY_TOPIC", DEFAULT_REGISTRY_TOPIC),
             max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
+            kafka_timeout_seconds=float(env.get("ORDO_KAFKA_TIMEOUT_SECONDS", "15")),
         )

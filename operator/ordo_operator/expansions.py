@@ -29,6 +29,7 @@ __all__ = ["register"]
 
 PLURAL = "orderedtopicexpansions"
 IN_FLIGHT = {ExpansionPhase.FENCING, ExpansionPhase.EXPANDING, ExpansionPhase.PUBLISHING}
+RETRY_SECONDS = 2.0  # after a pass failed (Kafka unavailable, a request timed out)
 _log = logging.getLogger(__name__)
 
 
@@ -100,20 +101,22 @@ def _world(
     )
 
 
-def _apply(side: KafkaSide, topic: str, step: Step) -> ExpansionState:
+def _apply(side: KafkaSide, topic: str, step: Step) -> tuple[ExpansionState, str | None]:
+    """Perform the step's effect: the state it leaves, and a note worth an Event (or None)."""
     state = step.state
     if step.effect in (Effect.APPEND_FENCE, Effect.ABORT_EPOCH, Effect.PUBLISH_EPOCH):
         side.write_history(next_history(step.effect, topic, side.epochs.history(topic), state))
     elif step.effect == Effect.READ_THRESHOLDS:
         assert state.from_partitions is not None
         thresholds = side.end_offsets(topic, state.from_partitions)
-        return ExpansionState(
+        read = ExpansionState(
             state.phase, state.epoch, state.from_partitions, state.to_partitions, thresholds, state.direct
         )
+        return read, None
     elif step.effect == Effect.CREATE_PARTITIONS:
         assert state.to_partitions is not None
-        side.create_partitions(topic, state.to_partitions)
-    return state
+        return state, side.create_partitions(topic, state.to_partitions)
+    return state, None
 
 
 def _other_in_flight(
@@ -185,7 +188,12 @@ def register(settings: OperatorConfig) -> None:
         timer = metrics.ExpansionTimer()
         while not stopped:
             other = _other_in_flight(expansions_by_topic, spec.topic, me, created)
-            world = _world(side, spec.topic, settings, other, started)
+            try:
+                world = _world(side, spec.topic, settings, other, started)
+            except Exception as error:  # Kafka unreachable, a metadata request timed out, ...
+                last_reason = _retry(body, namespace, name, status, state, resource, "reading Kafka", error)
+                stopped.wait(RETRY_SECONDS)
+                continue
             step = plan_expansion(spec.topic, spec.partitions, spec.fence_timeout_seconds, state, world)
             timer.enter(step.state.phase.value)
             if step.state.phase == ExpansionPhase.FENCING and started is None:
@@ -200,7 +208,15 @@ def register(settings: OperatorConfig) -> None:
                 _record(body, namespace, name, status, step, resource)  # recorded before the effect
                 last_reason = step.reason
             crash_point(f"before:{step.effect}")
-            state = _apply(side, spec.topic, step)
+            try:
+                state, note = _apply(side, spec.topic, step)
+            except Exception as error:  # the step was recorded: the next pass plans it again
+                state = step.state
+                last_reason = _retry(body, namespace, name, status, state, resource, str(step.effect), error)
+                stopped.wait(RETRY_SECONDS)
+                continue
+            if note is not None:
+                kopf.event(body, type="Normal", reason="TookEffect", message=note)
             crash_point(f"after:{step.effect}")
             if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
                 _record(body, namespace, name, status, Step(state, None, step.reason, step.message), resource)
@@ -231,11 +247,30 @@ def _record(
     )
     patch_status(PLURAL, namespace, name, {k: v for k, v in status.items() if k != "reason"})
     if previous != (status["phase"], step.reason):
-        event_type = (
-            "Warning" if step.state.phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED) else "Normal"
-        )
+        failed = step.state.phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED)
+        event_type = "Warning" if failed or step.reason == "Retrying" else "Normal"
         kopf.event(body, type=event_type, reason=step.reason, message=step.message)
     status["reason"] = step.reason
+
+
+def _retry(
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    status: dict[str, Any],
+    state: ExpansionState,
+    resource: OrderedTopicExpansion,
+    doing: str,
+    error: Exception,
+) -> str:
+    """A failed pass: say so in the Progressing condition and a Warning Event; the caller retries
+    the pass (every step is idempotent). Returns the reason recorded."""
+    metrics.record_error(metrics.error_kind(error))
+    message = f"{doing} failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
+    _log.warning("%s/%s: %s", namespace, name, message)
+    if status.get("message") != message:
+        _record(body, namespace, name, status, Step(state, None, "Retrying", message), resource)
+    return "Retrying"
 
 
 def _format_time(timestamp: float) -> str:

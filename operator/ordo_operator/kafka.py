@@ -24,6 +24,7 @@ class KafkaSide:
 
     def __init__(self, config: Mapping[str, Any], settings: OperatorConfig) -> None:
         self.config = dict(config)
+        self.timeout = settings.kafka_timeout_seconds
         self.admin = AdminClient(self.config)
         ensure_log_topics(self.admin, settings.epoch_topic, settings.registry_topic)
         self.epochs = EpochLog(self.config, settings.epoch_topic)
@@ -35,7 +36,7 @@ class KafkaSide:
 
     def partition_count(self, topic: str) -> int | None:
         """The broker's partition count, or None when the topic does not exist (no auto-create)."""
-        metadata = self.admin.list_topics(timeout=15).topics.get(topic)
+        metadata = self.admin.list_topics(timeout=self.timeout).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return None
         return len(metadata.partitions)
@@ -45,21 +46,30 @@ class KafkaSide:
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         request = {TopicPartition(topic, p): latest for p in range(partitions)}
         futures = self.admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=15
+            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=self.timeout
         )
-        return {tp.partition: future.result(timeout=20).offset for tp, future in futures.items()}
+        wait = self.timeout + 5
+        return {tp.partition: future.result(timeout=wait).offset for tp, future in futures.items()}
 
-    def create_partitions(self, topic: str, count: int) -> None:
-        """Raise the topic to ``count`` partitions; fine if an earlier, timed-out call already did."""
+    def create_partitions(self, topic: str, count: int) -> str | None:
+        """Raise the topic to ``count`` partitions. A call that failed or timed out although the
+        topic has them (it took effect on the broker, or an earlier call did) is fine: returns
+        what happened, for the record; None when the call simply succeeded."""
         try:
-            self.admin.create_partitions([NewPartitions(topic, count)], request_timeout=15)[topic].result(30)
-        except KafkaException:
+            future = self.admin.create_partitions([NewPartitions(topic, count)], request_timeout=self.timeout)
+            future[topic].result(self.timeout + 5)
+        except KafkaException as error:
             if (self.partition_count(topic) or 0) < count:
                 raise
+            return f"CreatePartitions failed ({error.args[0]}) but took effect: {topic} has {count}"
+        return None
 
     def write_history(self, history: EpochHistory) -> None:
-        self.writer.write(history)
-        self.epochs.wait_for(lambda: self.epochs.history(history.topic) == history, 30)
+        """Write the topic's new history and wait until the log reads it back (a write that is not
+        readable has not happened for the clients)."""
+        self.writer.write(history, self.timeout)
+        if not self.epochs.wait_for(lambda: self.epochs.history(history.topic) == history, self.timeout):
+            raise TimeoutError(f"the epoch log does not read back {history.topic}'s new history yet")
 
     def live_producers(self, topic: str) -> Mapping[str, ProducerReport]:
         return self.registry.live(topic, int(time.time() * 1000))

@@ -156,3 +156,22 @@ def test_a_slow_commit_is_resumed_not_repeated(member: Member, kafka: KafkaHandl
         tx.produce(member.topic, b"once", b"k")
         tx.commit("1")
     assert member.committed(member.topic) == [b"once"]
+
+
+def test_an_assignment_that_fails_to_apply_is_applied_again(member: Member, kafka: KafkaHandle) -> None:
+    """Kafka refuses the new owner's transactional producer once: the member must not keep its
+    Lease while ignoring the assignment (it would never take nor acknowledge it); it applies the
+    same assignment again and acknowledges it."""
+    if not member.settings.exactly_once:
+        pytest.skip("transactions only")
+    refused = kafka.faults.add(
+        Fault(api="InitProducerId", error="TRANSACTIONAL_ID_AUTHORIZATION_FAILED", count=1)
+    )
+    member.assign(0, 1)
+    assert refused.hits == 1, "the first attempt was refused"
+    assert member.events[-1].assigned == {0: None, 1: None}
+    wait_for(lambda: member.acked() == 1, 10, "the acknowledgement in the Lease")
+    with member.producer.transaction(1) as tx:
+        tx.produce(member.topic, b"after", b"k")
+        tx.commit("1")
+    assert member.committed(member.topic) == [b"after"]

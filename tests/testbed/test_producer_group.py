@@ -191,7 +191,15 @@ def test_exactly_once_through_repeated_sigkills(bed: Bed) -> None:
         victim.sigkill()
         bed.member(f"r-{kill}", records=records, rate=4)
     assert _copied(bed) < 4 * records, "the kills happened while the copy ran"
-    wait_for(lambda: _checkpoints(bed) == dict.fromkeys(range(4), str(records)), 180, "the copy to finish")
+    try:
+        wait_for(
+            lambda: _checkpoints(bed) == dict.fromkeys(range(4), str(records)), 180, "the copy to finish"
+        )
+    except AssertionError as error:
+        status = bed.groups.status(GROUP)
+        raise AssertionError(
+            f"{error}; checkpoints {_checkpoints(bed)}; status {status}\n{bed.pods.last_words()}"
+        ) from None
     verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(4), records))
     assert verdict.ok, verdict.summary() + "; " + "; ".join(verdict.examples)
 

@@ -78,6 +78,31 @@ def test_bad_transitions_are_refused(change: object, message: str) -> None:
         change(_history())  # type: ignore[operator]
 
 
+def test_a_history_follows_another_only_by_growing_or_concluding_its_fence() -> None:
+    h = _history()
+    fenced = h.begin_fence(6)
+    done = fenced.publish({p: 0 for p in range(4)})
+    aborted = fenced.abort()
+    for earlier, later in [
+        (h, h),
+        (h, fenced),
+        (fenced, done),
+        (fenced, aborted),
+        (h, done),
+        (aborted, aborted),
+    ]:
+        assert later.why_not_after(earlier) is None
+    refused = [
+        (fenced, h, "drops epochs"),  # the fence vanishes
+        (done, fenced, "rewrites epoch 2 (active -> fencing)"),  # a late copy of the fence write
+        (aborted, fenced, "rewrites epoch 2 (aborted -> fencing)"),
+        (aborted, done, "rewrites epoch 2 (aborted -> active)"),
+        (done, done.model_copy(update={"epochs": (*done.epochs[:-1], aborted.current)}), "rewrites epoch 2"),
+    ]
+    for earlier, later, why in refused:
+        assert why in (later.why_not_after(earlier) or ""), (earlier, later)
+
+
 def test_malformed_histories_are_refused() -> None:
     with pytest.raises(ValueError, match="schema_version"):
         EpochHistory.model_validate({"schema_version": 2, "topic": "t", "epochs": []})

@@ -192,6 +192,19 @@ class EpochHistory(BaseModel):
         )
         return EpochHistory(topic=self.topic, epochs=(*self.epochs[:-1], done))
 
+    def why_not_after(self, previous: EpochHistory) -> str | None:
+        """Why this history cannot follow ``previous`` in the log, or None when it can. A history
+        only grows: it keeps every epoch, and the last one may only go from fencing to active or
+        aborted. Anything else is a replayed or forged record (e.g. a write that reached the
+        broker late), which readers refuse."""
+        if len(self.epochs) < len(previous.epochs):
+            return "the history drops epochs"
+        for old, new in zip(previous.epochs, self.epochs, strict=False):
+            concluded = old.state == EpochState.FENCING and new.state != EpochState.FENCING
+            if old != new and not (concluded and new.epoch == old.epoch):
+                return f"the history rewrites epoch {old.epoch} ({old.state} -> {new.state})"
+        return None
+
     def abort(self) -> EpochHistory:
         """Mark the fencing epoch aborted: producers go on with the previous count."""
         entry = self._fencing_entry("abort")

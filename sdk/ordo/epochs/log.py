@@ -35,9 +35,7 @@ class EpochLog(CompactedTopicReader[EpochHistory]):
         return history
 
     def accept(self, key: str, previous: EpochHistory | None, value: EpochHistory) -> str | None:
-        if previous is not None and len(value.epochs) < len(previous.epochs):
-            return "the history drops epochs"
-        return None
+        return None if previous is None else value.why_not_after(previous)
 
     def history(self, topic: str) -> EpochHistory | None:
         return self.get(topic)
@@ -51,9 +49,22 @@ class EpochLogWriter:
 
     def __init__(self, kafka_config: Mapping[str, Any], topic: str = DEFAULT_EPOCH_TOPIC) -> None:
         self.topic = topic
-        self._producer = Producer({**kafka_config, "enable.idempotence": True, "acks": "all"})
+        self._config = {**kafka_config, "enable.idempotence": True, "acks": "all"}
+        self._producer = Producer(self._config)
 
     def write(self, history: EpochHistory, timeout: float = 30.0) -> None:
+        """Write ``history``; raises when it was not acknowledged within ``timeout``. After a
+        failure the next write uses a new producer (a failed idempotent producer may refuse every
+        later record); a late copy of the failed write cannot undo a newer one, since readers
+        refuse a history that goes backwards."""
+        try:
+            self._write(history, timeout)
+        except RuntimeError:
+            self._producer.purge()
+            self._producer = Producer(self._config)
+            raise
+
+    def _write(self, history: EpochHistory, timeout: float) -> None:
         errors: list[KafkaError] = []
 
         def delivered(error: KafkaError | None, _message: object) -> None:

@@ -201,18 +201,21 @@ class Membership:
                         return
                     if event["type"] in ("ADDED", "MODIFIED"):
                         self._seen(event["object"])
-            except Exception as error:  # a watch that ends or fails is simply started again
+            except Exception as error:  # a watch, or applying what it saw, fails: start again
                 if not self._stop.is_set():
-                    _log.warning("member %s: watching its pod: %s", self.pod, error)
+                    _log.warning("member %s: watching its pod: %s", self.pod, error, exc_info=True)
                     self._stop.wait(0.5)  # pacing reconnects while the API is away
 
     def _seen(self, pod: Any) -> None:
+        """Apply a newer assignment. The generation counts as seen only once ``on_assignment``
+        returned: if it raises, the watch starts again and the same assignment is applied again
+        (otherwise the member would keep its Lease but never take, nor acknowledge, it)."""
         value = (pod.metadata.annotations or {}).get(ASSIGNMENT_ANNOTATION)
         if value is None:
             if self._had_assignment:
+                self._on_assignment(None)
                 self._had_assignment = False
                 self._generation = -1
-                self._on_assignment(None)
             return
         try:
             assignment = MemberAssignment.from_annotation(value, self.pod)
@@ -229,8 +232,8 @@ class Membership:
             return
         if assignment.generation <= self._generation:
             return
-        self._generation = assignment.generation
-        self._had_assignment = True
         if assignment.settings is not None:
             self.set_session(assignment.settings.session_timeout_seconds)
         self._on_assignment(assignment)
+        self._generation = assignment.generation
+        self._had_assignment = True

@@ -299,13 +299,24 @@ class GroupProducer:
         def open_one(p: int) -> OrderedProducer:
             config = {**self._kafka, "transactional.id": transactional_id(self.namespace, self.group, p)}
             producer = self._ordered_producer(config, f"{self.namespace}/{self.pod}/{p}")
-            producer.init_transactions(settings.session_timeout_seconds + 30)  # fences the old owner
+            try:
+                producer.init_transactions(settings.session_timeout_seconds + 30)  # fences the old owner
+            except BaseException:
+                producer.close(5)
+                raise
             return producer
 
         if not partitions:
             return {}
         with ThreadPoolExecutor(max_workers=min(8, len(partitions))) as pool:
-            return dict(zip(partitions, pool.map(open_one, partitions), strict=True))
+            futures = {p: pool.submit(open_one, p) for p in partitions}
+        errors = [error for f in futures.values() if (error := f.exception()) is not None]
+        if errors:  # none is taken: the assignment is applied again, from the start
+            for future in futures.values():
+                if future.exception() is None:
+                    future.result().close(5)
+            raise errors[0]
+        return {p: f.result() for p, f in futures.items()}
 
     def _ordered_producer(self, config: Mapping[str, Any], producer_id: str) -> OrderedProducer:
         return OrderedProducer(

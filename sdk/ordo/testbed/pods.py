@@ -309,6 +309,27 @@ class PodSet:
         elif meta.get("deletionTimestamp"):
             pod._terminate(int(meta.get("deletionGracePeriodSeconds") or 0))
 
+    def last_words(self, lines: int = 40) -> str:
+        """Each pod's state and the tails of its output, after asking the running ones to dump
+        every thread's stack (SIGUSR1; ordo's programs register faulthandler for it): what a
+        failed wait needs to be understood."""
+        sizes = {pod: pod.stderr_path.stat().st_size if pod.stderr_path.exists() else 0 for pod in self.pods}
+        running = [pod for pod in self.pods if pod.returncode is None]
+        for pod in running:
+            pod._signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(
+            (pod.stderr_path.stat().st_size if pod.stderr_path.exists() else 0) == sizes[pod]
+            for pod in running
+        ):
+            time.sleep(0.1)  # until every running pod's stderr grew (the stacks are written), or 3 s
+        out = []
+        for pod in self.pods:
+            out.append(f"--- pod {pod.name} (exit code {pod.returncode})")
+            out += pod.stdout().splitlines()[-lines:]
+            out += pod.stderr().splitlines()[-lines:]
+        return "\n".join(out)
+
     def close(self) -> None:
         """Kill every process this set started (by PID/process group) and delete their Pods."""
         self.closing = True

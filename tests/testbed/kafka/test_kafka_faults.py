@@ -6,7 +6,8 @@ import asyncio
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
@@ -147,3 +148,25 @@ def test_faults_are_controllable_over_http(kafka: KafkaHandle) -> None:
         remote.clear()
         assert remote.snapshot() == []
         wait_for(lambda: _deliver(producer, "remote", b"y", 0) is None, what="produce after clear")
+
+
+def test_late_fault_answers_after_the_request_took_effect(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(2)
+    fault = kafka.faults.add(Fault(api="CreatePartitions", topic=topic, late=3.0, count=1))
+    future = kafka.admin.create_partitions([NewPartitions(topic, 4)], request_timeout=1)[topic]
+    with pytest.raises(KafkaException) as timed_out:
+        future.result(timeout=10)
+    assert timed_out.value.args[0].code() == KafkaError._TIMED_OUT
+    assert fault.hits == 1
+    # ... yet the broker did it: the topic has the new partitions
+    assert len(kafka.admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
+
+
+def test_late_fault_holds_a_forwarded_answer(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(1)
+    producer = Producer(kafka.config(linger_ms=0))
+    assert _deliver(producer, topic, b"warm", 0) is None
+    kafka.faults.add(Fault(api="Produce", topic=topic, late=1.0, count=1))
+    began = time.monotonic()
+    assert _deliver(producer, topic, b"late", 0) is None
+    assert time.monotonic() - began >= 1.0

@@ -35,7 +35,9 @@ def error_code_of(error: ErrorCode | str | int) -> ErrorCode:
 
 @dataclass
 class Fault:
-    """One rule. Exactly one effect: ``delay`` seconds, ``drop`` the connection, or ``error`` code.
+    """One rule. Exactly one effect: ``delay`` seconds, ``drop`` the connection, ``error`` code, or
+    ``late``: the request takes effect and its answer comes that many seconds later (a client
+    whose request timed out although the broker did what it asked).
 
     ``count`` limits it to that many matching requests, ``duration`` to that many seconds after
     it is added; with neither it lasts until removed. A request matches when its API matches and,
@@ -48,6 +50,7 @@ class Fault:
     error: ErrorCode | str | int | None = None
     delay: float | None = None
     drop: bool = False
+    late: float | None = None
     count: int | None = None
     duration: float | None = None
     id: int = field(default=0, compare=False)
@@ -59,9 +62,9 @@ class Fault:
     def __post_init__(self) -> None:
         self._api_key = api_key_of(self.api)
         self._error = None if self.error is None else error_code_of(self.error)
-        effects = (self.error is not None) + (self.delay is not None) + bool(self.drop)
+        effects = sum(x is not None for x in (self.error, self.delay, self.late)) + bool(self.drop)
         if effects != 1:
-            raise ValueError("a Fault needs exactly one of error=, delay=, drop=True")
+            raise ValueError("a Fault needs exactly one of error=, delay=, drop=True, late=")
         if self.partition is not None and self.topic is None:
             raise ValueError("partition= needs topic=")
 
@@ -80,7 +83,7 @@ class Fault:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
-        allowed = {"api", "topic", "partition", "error", "delay", "drop", "count", "duration"}
+        allowed = {"api", "topic", "partition", "error", "delay", "drop", "late", "count", "duration"}
         return cls(**{k: v for k, v in data.items() if k in allowed})
 
 

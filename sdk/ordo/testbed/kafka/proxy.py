@@ -15,7 +15,7 @@ from . import wire
 from .coordinator import Coordinator
 from .core import Config, ProxyCore
 from .entities import blank, element_type
-from .faults import FaultSet
+from .faults import Fault, FaultSet
 from .handlers import SHAPES, Action, Drop, Forced, Forward, Later, Reply, Request, ResponseHook, targets
 from .state import TopicRegistry
 from .versions import HANDLERS
@@ -202,6 +202,7 @@ class _Connection:
     async def _dispatch(self, request: Request) -> Action:
         api_key = request.prefix.api_key
         forced: Forced = {}
+        hits: list[tuple[Fault, set[tuple[str, int]]]] = []
         if self.core.faults.watches(api_key):
             try:
                 named = targets(request)
@@ -228,9 +229,37 @@ class _Connection:
                 else:
                     forced[(fault.topic, None)] = error
         handler = HANDLERS.get(api_key)
-        if handler is None:
-            return Forward(request.body)
-        return await handler(self.core, request, forced)
+        action = Forward(request.body) if handler is None else await handler(self.core, request, forced)
+        late = sum((f.late or 0.0) for f, _ in hits)
+        return _answered_late(action, late) if late > 0 else action
+
+
+def _answered_late(action: Action, seconds: float) -> Action:
+    """The request has taken effect (answered locally, or forwarded now); its answer is held back."""
+
+    async def hold(raw: bytes) -> bytes:
+        await asyncio.sleep(seconds)
+        return raw
+
+    if isinstance(action, Forward):
+        inner = action.hook
+
+        async def held(raw: bytes) -> bytes:
+            return await hold(await inner(raw) if inner is not None else raw)
+
+        return dataclasses.replace(action, hook=held)
+    if isinstance(action, Reply) and action.body is not None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes] = loop.create_future()
+        body = action.body
+
+        def release() -> None:
+            if not future.done():  # the connection may have closed meanwhile
+                future.set_result(body)
+
+        loop.call_later(seconds, release)
+        return Later(future)
+    return action
 
 
 def error_response(request: Request, error: ErrorCode, named: list[tuple[str, int | None]]) -> Any:

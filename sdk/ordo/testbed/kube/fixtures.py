@@ -49,7 +49,12 @@ class Kube:
     def event_reasons(self) -> list[str]:
         """The reasons of the Events in this test's namespace (kopf posts them in the background:
         wait for them rather than expect them at once)."""
-        return [e.reason for e in self.core.list_namespaced_event(self.namespace).items]
+        return [e.reason for e in self.events()]
+
+    def events(self, reason: str | None = None) -> list[Any]:
+        """This test's namespace's Events (``V1Event``), those with ``reason`` if given."""
+        events = self.core.list_namespaced_event(self.namespace).items
+        return [e for e in events if reason is None or e.reason == reason]
 
     @property
     def core(self) -> Any:
