@@ -4,7 +4,6 @@ transaction's offsets kept by the proxy's group coordinator."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -43,11 +42,6 @@ async def init_producer_id(core: ProxyCore, request: Request, forced: Forced) ->
     p = request.payload
     txn_id = p.transactional_id
     if txn_id is None:
-        if int(getattr(p, "producer_id", -1)) >= 0:
-            # An idempotent producer bumping its epoch after a failed batch (KIP-360): Tansu
-            # answers its next Produce PRODUCER_FENCED, where Kafka carries on. A new producer
-            # id serves the same purpose (sequences start over), so ask for one.
-            request.replace_payload(dataclasses.replace(p, producer_id=-1, producer_epoch=-1))
         return Forward(request.body)
     producer_id, epoch = int(getattr(p, "producer_id", -1)), int(getattr(p, "producer_epoch", -1))
     if producer_id >= 0 and _fenced(core, request, producer_id, epoch, txn_id):  # a KIP-360 epoch bump
