@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ordo.epochs.log import EpochLog, ensure_log_topics
+from ordo.epochs.log import ensure_log_topics, read_history
 from ordo.scenario.workload import Workload
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import Kube
@@ -56,12 +56,7 @@ def test_operator_killed_mid_expansion_resumes_and_completes(
         verdict = workload.stop()
     assert verdict.ok, verdict.summary() + str(verdict.examples)
     assert len(kafka.admin.list_topics(timeout=10).topics[topic].partitions) == 6
-    log = EpochLog(kafka.config(), epochs)
-    try:
-        assert log.wait_caught_up(10)
-        history = log.history(topic)
-        assert history is not None and [e.epoch for e in history.epochs] == [0, 1]
-        assert history.active.thresholds == {int(p): o for p, o in status["thresholds"].items()}
-    finally:
-        log.close()
+    history = read_history(kafka.config(), epochs, topic)
+    assert [e.epoch for e in history.epochs] == [0, 1]
+    assert history.active.thresholds == {int(p): o for p, o in status["thresholds"].items()}
     assert "test crash point" in operator.log_text()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ordo.epochs import EpochState
-from ordo.epochs.log import EpochLog
+from ordo.epochs.log import read_history
 from ordo.epochs.registry import ProducerReport
 from ordo.ordered_producer import OrderedProducer
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -107,14 +107,9 @@ def test_expansion_under_load_completes_and_producers_switch(env: Env) -> None:
     assert status["prior"]["3"] == [0] and status["prior"]["4"] == [1]
     assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["True"]
     assert env.kafka.admin.list_topics(timeout=10).topics[topic].partitions.keys() == set(range(6))
-    log = EpochLog(env.kafka.config(), env.epochs)
-    try:
-        assert log.wait_caught_up(10)
-        history = log.history(topic)
-        assert history is not None and history.active.partitions == 6
-        assert history.active.thresholds == {int(p): o for p, o in status["thresholds"].items()}
-    finally:
-        log.close()
+    history = read_history(env.kafka.config(), env.epochs, topic)
+    assert history.active.partitions == 6
+    assert history.active.thresholds == {int(p): o for p, o in status["thresholds"].items()}
     assert sum(sent) > 0
     env.wait_events("Fencing", "Fenced", "Completed")
 
@@ -164,13 +159,7 @@ def test_a_producer_that_never_acknowledges_aborts_the_expansion(env: Env) -> No
         assert len(env.kafka.admin.list_topics(timeout=10).topics[topic].partitions) == 3
         producer.produce(topic, b"after", key=b"k")  # resumed at the old count
         assert producer.partitions_for(topic) == 3
-    log = EpochLog(env.kafka.config(), env.epochs)
-    try:
-        assert log.wait_caught_up(10)
-        history = log.history(topic)
-        assert history is not None and history.current.state == EpochState.ABORTED
-    finally:
-        log.close()
+    assert read_history(env.kafka.config(), env.epochs, topic).current.state == EpochState.ABORTED
 
 
 def test_a_second_expansion_of_the_topic_waits_for_the_first(env: Env) -> None:

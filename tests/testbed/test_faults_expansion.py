@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ordo.epochs.log import EpochLog
+from ordo.epochs.log import read_history
 from ordo.scenario.workload import Workload
 from ordo.testbed.kafka import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -83,11 +83,5 @@ def test_a_failing_step_is_reported_retried_and_the_expansion_completes(
         operator.stop()
         verdict = workload.stop()
     assert verdict.ok, verdict.summary() + str(verdict.examples)
-    log = EpochLog(kafka.config(), epochs)
-    try:
-        assert log.wait_caught_up(10)
-        history = log.history(topic)
-        assert history is not None and [e.epoch for e in history.epochs] == [0, 1]
-        assert history.active.partitions == 6
-    finally:
-        log.close()
+    history = read_history(kafka.config(), epochs, topic)
+    assert [e.epoch for e in history.epochs] == [0, 1] and history.active.partitions == 6

@@ -16,7 +16,14 @@ from confluent_kafka.admin import AdminClient
 from .._tail import CompactedTopicReader, ensure_compacted_topics
 from .history import EpochHistory
 
-__all__ = ["DEFAULT_EPOCH_TOPIC", "DEFAULT_REGISTRY_TOPIC", "EpochLog", "EpochLogWriter", "ensure_log_topics"]
+__all__ = [
+    "DEFAULT_EPOCH_TOPIC",
+    "DEFAULT_REGISTRY_TOPIC",
+    "EpochLog",
+    "EpochLogWriter",
+    "ensure_log_topics",
+    "read_history",
+]
 
 DEFAULT_EPOCH_TOPIC = "__ordo_epochs"
 DEFAULT_REGISTRY_TOPIC = "__ordo_producers"
@@ -42,6 +49,23 @@ class EpochLog(CompactedTopicReader[EpochHistory]):
 
     def histories(self) -> dict[str, EpochHistory]:
         return self.snapshot()
+
+
+def read_history(
+    kafka_config: Mapping[str, Any], epoch_topic: str, topic: str, timeout: float = 10.0
+) -> EpochHistory:
+    """One topic's history as the log has it now (a one-off read); raises when the log cannot be
+    read within ``timeout`` or has no history of ``topic``."""
+    log = EpochLog(kafka_config, epoch_topic)
+    try:
+        if not log.wait_caught_up(timeout):
+            raise TimeoutError(f"the epoch log {epoch_topic!r} was not read to its end in {timeout:g}s")
+        history = log.history(topic)
+    finally:
+        log.close()
+    if history is None:
+        raise LookupError(f"the epoch log {epoch_topic!r} has no history of {topic!r}")
+    return history
 
 
 class EpochLogWriter:

@@ -57,11 +57,12 @@ def test_error_fault_hits_only_its_partition(kafka: KafkaHandle) -> None:
     assert _deliver(producer, topic, b"fine", 1) is None
 
 
-def test_delay_fault_delays_the_response(kafka: KafkaHandle) -> None:
+@pytest.mark.parametrize("effect", ["delay", "late"])  # held before / after the broker acts
+def test_delay_and_late_faults_hold_the_response(kafka: KafkaHandle, effect: str) -> None:
     topic = kafka.create_topic(1)
     producer = Producer(kafka.config(linger_ms=0))
     assert _deliver(producer, topic, b"warm", 0) is None
-    kafka.faults.add(Fault(api="Produce", topic=topic, delay=1.0, count=1))
+    kafka.faults.add(Fault(api="Produce", topic=topic, count=1, **{effect: 1.0}))  # type: ignore[arg-type]
     began = time.monotonic()
     assert _deliver(producer, topic, b"slow", 0) is None
     assert time.monotonic() - began >= 1.0
@@ -160,13 +161,3 @@ def test_late_fault_answers_after_the_request_took_effect(kafka: KafkaHandle) ->
     assert fault.hits == 1
     # ... yet the broker did it: the topic has the new partitions
     assert len(kafka.admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
-
-
-def test_late_fault_holds_a_forwarded_answer(kafka: KafkaHandle) -> None:
-    topic = kafka.create_topic(1)
-    producer = Producer(kafka.config(linger_ms=0))
-    assert _deliver(producer, topic, b"warm", 0) is None
-    kafka.faults.add(Fault(api="Produce", topic=topic, late=1.0, count=1))
-    began = time.monotonic()
-    assert _deliver(producer, topic, b"late", 0) is None
-    assert time.monotonic() - began >= 1.0
