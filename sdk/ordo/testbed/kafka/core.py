@@ -92,7 +92,8 @@ class ProxyCore:
             return error
 
     async def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
-        """True high watermark and last stable offset per partition, via one empty Fetch."""
+        """True high watermark per partition, via one empty Fetch, and the last stable offset
+        from the log's own transactions (:meth:`stable_offset`)."""
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
@@ -111,17 +112,23 @@ class ProxyCore:
             for topic, parts in by_topic.items()
         )
         response = await self.upstream.request(
-            self._fetch(topics, isolation=1, max_wait_ms=MIN_FETCH_WAIT_MS)
+            self._fetch(topics, isolation=0, max_wait_ms=MIN_FETCH_WAIT_MS)
         )
         result: dict[tuple[str, int], Watermarks] = {}
         for topic_response in response.responses:
             for part in topic_response.partitions:
+                key = (topic_response.topic, int(part.partition_index))
                 high = int(part.high_watermark)
-                stable = int(part.last_stable_offset)
-                result[(topic_response.topic, int(part.partition_index))] = Watermarks(
-                    high, stable if stable >= 0 else high
-                )
+                result[key] = Watermarks(high, await self.stable_offset(*key, None, high))
         return result
+
+    async def stable_offset(self, topic: str, partition: int, blob: bytes | None, high: int) -> int:
+        """The last stable offset, from the log's transactions (:class:`TxnIndex`). Tansu keeps
+        one too, but it was seen stuck at a transaction long committed (its marker in the log,
+        later transactions of the same producer committed after it), which holds read_committed
+        readers back for good; the log itself is the truth."""
+        index = await self.txn_index(topic, partition, blob, high)
+        return min(index.stable_offset(), high)
 
     async def txn_index(self, topic: str, partition: int, blob: bytes | None, high: int) -> TxnIndex:
         """The partition's aborted-transaction index, scanned up to ``high``.

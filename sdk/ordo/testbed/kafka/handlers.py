@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i8, i32Timedelta
 
 from . import entities, wire
 from .core import MIN_FETCH_WAIT_MS, ProxyCore
@@ -19,6 +19,7 @@ from .entities import FETCH, LIST_OFFSETS, PRODUCE, Shape, blank, element_type
 from .records import batches
 
 ResponseHook = Callable[[bytes], Awaitable[bytes]]
+_HELD_FETCH_WAIT = 0.05  # seconds a read_committed fetch held at an open transaction waits
 Forced = dict[tuple[str, int | None], ErrorCode]
 
 
@@ -148,18 +149,28 @@ async def fetch(core: ProxyCore, request: Request, forced: Forced) -> Action:
         wait = i32Timedelta.parse(datetime.timedelta(milliseconds=MIN_FETCH_WAIT_MS))
         request.replace_payload(dataclasses.replace(request.payload, max_wait=wait))
     isolation = int(request.payload.isolation_level)
+    if isolation == 1:  # read everything, cut at the last stable offset the log itself gives
+        request.replace_payload(dataclasses.replace(request.payload, isolation_level=i8(0)))
+    wait = request.payload.max_wait.total_seconds()
     offsets = {(t, p): 0 for t, p in entities.pairs(request.payload, FETCH) if p is not None}
     for topic in request.payload.topics:
         for part in topic.partitions:
             offsets[(topic.topic, int(part.partition))] = int(part.fetch_offset)
 
     async def hook(response: Any) -> Any:
-        topics = []
+        topics, held, returned = [], False, False
         for topic in response.responses:
             parts = []
             for part in topic.partitions:
-                parts.append(await _fix_fetch_partition(core, topic.topic, part, isolation, offsets))
+                fixed = await _fix_fetch_partition(core, topic.topic, part, isolation, offsets)
+                held = held or len(fixed.records or b"") < len(part.records or b"")
+                returned = returned or bool(fixed.records)
+                parts.append(fixed)
             topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
+        if held and not returned:
+            # Only records past the last stable offset came back: Kafka would wait for the
+            # transaction to end (up to max_wait); answering at once would make the consumer spin.
+            await asyncio.sleep(min(wait, _HELD_FETCH_WAIT))
         return dataclasses.replace(response, responses=tuple(topics))
 
     return await _partitioned(core, request, forced, hook)
@@ -171,22 +182,35 @@ async def _fix_fetch_partition(
     if part.error_code != ErrorCode.none:
         return part
     high = int(part.high_watermark)
-    end, transactional = high, False
+    end = high
     for batch in batches(part.records):
         end = max(end, batch.last_offset + 1)
-        transactional = transactional or (batch.transactional and not batch.control)
     changes: dict[str, Any] = {}
     if end > high:  # never report a high watermark below records we hand out
         changes["high_watermark"] = end
-    if isolation == 1 and transactional:
-        index = await core.txn_index(topic, int(part.partition_index), part.records, max(end, high))
-        fetch_offset = offsets.get((topic, int(part.partition_index)), 0)
-        aborted = index.overlapping(fetch_offset, end)
+    if isolation != 1:
+        return dataclasses.replace(part, **changes) if changes else part
+    # read_committed: only what lies below the last stable offset, with the aborted transactions
+    # in it listed (the client drops their records), as Kafka answers
+    partition = int(part.partition_index)
+    stable = await core.stable_offset(topic, partition, part.records, max(end, high))
+    kept, upper, transactional = 0, offsets.get((topic, partition), 0), False
+    for batch in batches(part.records):
+        if batch.last_offset >= stable:
+            break
+        kept, upper = batch.end, batch.last_offset + 1
+        transactional = transactional or (batch.transactional and not batch.control)
+    changes["last_stable_offset"] = stable
+    if part.records is not None and kept < len(part.records):
+        changes["records"] = part.records[:kept]
+    if transactional:
+        index = core.txn_indexes[(topic, partition)]
+        aborted = index.overlapping(offsets.get((topic, partition), 0), upper)
         entry = element_type(type(part), "aborted_transactions")
         changes["aborted_transactions"] = tuple(
             entry(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted
         )
-    return dataclasses.replace(part, **changes) if changes else part
+    return dataclasses.replace(part, **changes)
 
 
 async def list_offsets(core: ProxyCore, request: Request, forced: Forced) -> Action:

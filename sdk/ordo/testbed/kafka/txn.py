@@ -44,6 +44,11 @@ class TxnIndex:
             self.scanned_to = batch.last_offset + 1
         return True
 
+    def stable_offset(self) -> int:
+        """The last stable offset of what was scanned: the first offset of the oldest transaction
+        still open, else the end of the scan."""
+        return min(self.open.values(), default=self.scanned_to)
+
     def overlapping(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions a Fetch from ``fetch_offset`` returning data below ``upper`` must list."""
         return [t for t in self.aborted if t.marker_offset >= fetch_offset and t.first_offset < upper]
