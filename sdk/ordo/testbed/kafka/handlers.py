@@ -194,14 +194,15 @@ async def _fix_fetch_partition(
     # in it listed (the client drops their records), as Kafka answers
     partition = int(part.partition_index)
     stable = await core.stable_offset(topic, partition, part.records, max(end, high))
-    kept, upper, transactional = 0, offsets.get((topic, partition), 0), False
+    kept, upper, transactional, cut = 0, offsets.get((topic, partition), 0), False, False
     for batch in batches(part.records):
         if batch.last_offset >= stable:
+            cut = True
             break
         kept, upper = batch.end, batch.last_offset + 1
         transactional = transactional or (batch.transactional and not batch.control)
     changes["last_stable_offset"] = stable
-    if part.records is not None and kept < len(part.records):
+    if cut and part.records is not None:  # a truncated trailing batch stays: the client skips it
         changes["records"] = part.records[:kept]
     if transactional:
         index = core.txn_indexes[(topic, partition)]
