@@ -77,8 +77,7 @@ def test_a_failing_step_is_reported_retried_and_the_expansion_completes(
             15,
             f"an Event saying what happened, one of {reports}",
         )
-        delivered = workload.stop_producers()
-        assert workload.drain(delivered, 60), workload.why_not_drained(delivered)
+        workload.finish_producing(60)
     finally:
         operator.stop()
         verdict = workload.stop()

@@ -104,6 +104,14 @@ class Workload:
             time.sleep(0.2)  # polling the consumers' logs
         return False
 
+    def finish_producing(self, timeout: float = 60.0) -> int:
+        """Stop producing and wait until the consumers processed everything delivered; returns
+        how many records that is. AssertionError saying why when they do not within ``timeout``."""
+        delivered = self.stop_producers()
+        if not self.drain(delivered, timeout):
+            raise AssertionError(self.why_not_drained(delivered))
+        return delivered
+
     def why_not_drained(self, delivered: int) -> str:
         """What a failed drain needs to be understood: the counts, and each consumer's own last
         words (its closed gates, and every thread's stack, dumped on SIGUSR1)."""
