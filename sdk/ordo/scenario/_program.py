@@ -12,8 +12,15 @@ def stop_on_signals() -> threading.Event:
     """A stop flag set by SIGTERM/SIGINT; SIGUSR1 dumps every thread's stack to stderr."""
     faulthandler.register(signal.SIGUSR1)
     stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        # Not stop.set() here: the handler runs on the main thread, possibly while it holds the
+        # Event's lock inside stop.wait(), and set() would wait for that lock for ever (a
+        # producer hung so in CI). Another thread takes the lock once the main thread lets go.
+        threading.Thread(target=stop.set, name="stop-on-signal", daemon=True).start()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     return stop
 
 
