@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kio.schema.fetch.v12.request import FetchRequest
 
 from ordo.testbed.kafka import KafkaTestbed
 from ordo.testbed.kafka.fixtures import KafkaHandle
@@ -144,3 +147,31 @@ def test_open_transaction_holds_read_committed_back(kafka: KafkaHandle) -> None:
     finally:
         committed.close()
         uncommitted.close()
+
+
+def test_the_last_stable_offset_holds_when_the_broker_answers_a_scan_with_nothing(
+    kafka: KafkaHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tansu answers a Fetch whose wait expired with no topics at all, which a loaded machine
+    makes happen at a 1 ms wait; the proxy's scan for the last stable offset must retry."""
+    kafka.require_faults()
+    assert kafka.testbed is not None
+    upstream = kafka.testbed.proxy._core.upstream
+    topic = kafka.create_topic(1)
+    total = _produce_batches(Producer(kafka.config()), topic, [10])
+    real, emptied = upstream.request, []
+
+    async def first_scan_answers_nothing(request: Any) -> Any:
+        response = await real(request)
+        if (
+            isinstance(request, FetchRequest)
+            and not emptied
+            and request.topics[0].partitions[0].fetch_offset == 0
+        ):
+            emptied.append(request)
+            return dataclasses.replace(response, responses=())
+        return response
+
+    monkeypatch.setattr(upstream, "request", first_scan_answers_nothing)
+    assert _ends(kafka.bootstrap, topic, isolation="read_committed") == total
+    assert emptied, "the scan was not answered with nothing: the test proves nothing"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
@@ -17,6 +19,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from .client import UpstreamClient
 from .coordinator import Coordinator
 from .faults import FaultSet
+from .records import batches
 from .state import TopicRegistry
 from .txn import TxnIndex
 
@@ -25,6 +28,11 @@ MIN_FETCH_WAIT_MS = 1
 # Far beyond any real offset: Tansu answers such a Fetch with no data and the true high watermark
 # and last stable offset (its ListOffsets "latest" is wrong, its Fetch watermarks are right).
 _FAR_OFFSET = 1 << 62
+# Waits of the side fetches that found nothing where the log has records: Tansu answers an
+# expired wait with no topics, and on a loaded machine 1 ms can expire before it has read them.
+_RETRY_WAITS_MS = (MIN_FETCH_WAIT_MS, 50, 200, 1000)
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +119,18 @@ class ProxyCore:
             )
             for topic, parts in by_topic.items()
         )
-        response = await self.upstream.request(
-            self._fetch(topics, isolation=0, max_wait_ms=MIN_FETCH_WAIT_MS)
-        )
         result: dict[tuple[str, int], Watermarks] = {}
-        for topic_response in response.responses:
-            for part in topic_response.partitions:
-                key = (topic_response.topic, int(part.partition_index))
-                high = int(part.high_watermark)
-                result[key] = Watermarks(high, await self.stable_offset(*key, None, high))
+        for wait_ms in _RETRY_WAITS_MS:
+            response = await self.upstream.request(self._fetch(topics, isolation=0, max_wait_ms=wait_ms))
+            for topic_response in response.responses:
+                for part in topic_response.partitions:
+                    key = (topic_response.topic, int(part.partition_index))
+                    high = int(part.high_watermark)
+                    result[key] = Watermarks(high, await self.stable_offset(*key, None, high))
+            if all((t, p) in result for t, parts in by_topic.items() for p in parts):
+                break
+        else:
+            _log.warning("no watermarks from the broker for %s", sorted(set(partitions) - set(result)))
         return result
 
     async def stable_offset(self, topic: str, partition: int, blob: bytes | None, high: int) -> int:
@@ -138,6 +149,8 @@ class ProxyCore:
         """
         index = self.txn_indexes.setdefault((topic, partition), TxnIndex())
         index.feed(blob)
+        waits = iter(_RETRY_WAITS_MS)
+        wait_ms = next(waits)
         while index.scanned_to < high:
             part = FetchPartition(
                 partition=i32(partition), fetch_offset=i64(index.scanned_to), partition_max_bytes=i32(1 << 24)
@@ -146,14 +159,24 @@ class ProxyCore:
                 self._fetch(
                     (FetchTopic(topic=TopicName(topic), partitions=(part,)),),
                     isolation=0,
-                    max_wait_ms=MIN_FETCH_WAIT_MS,
+                    max_wait_ms=wait_ms,
                 )
             )
-            records = response.responses[0].partitions[0].records if response.responses else None
+            answer = response.responses[0].partitions[0] if response.responses else None
             before = index.scanned_to
-            index.feed(records)
+            index.feed(answer.records if answer is not None else None)
             if index.scanned_to == before:
-                break
+                wait_ms = next(waits, 0)
+                if not wait_ms:
+                    _log.warning(
+                        "scan of %s[%d] stuck at offset %d below %d: %s",
+                        topic,
+                        partition,
+                        before,
+                        high,
+                        _summary(answer),
+                    )
+                    break
         return index
 
     @staticmethod
@@ -165,3 +188,15 @@ class ProxyCore:
             topics=topics,
             forgotten_topics_data=(),
         )
+
+
+def _summary(answer: Any) -> str:
+    """What a Fetch answered for one partition, short enough to log."""
+    if answer is None:
+        return "no partition in the answer"
+    found = list(batches(answer.records))
+    first = f", first batch at {found[0].base_offset}" if found else ""
+    return (
+        f"error {ErrorCode(answer.error_code).name}, high watermark {int(answer.high_watermark)}, "
+        f"{len(answer.records or b'')} bytes in {len(found)} batches{first}"
+    )
