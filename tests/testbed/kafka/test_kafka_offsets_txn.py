@@ -156,10 +156,12 @@ def test_the_last_stable_offset_holds_when_the_broker_answers_a_scan_with_nothin
     makes happen at a 1 ms wait; the proxy's scan for the last stable offset must retry."""
     kafka.require_faults()
     assert kafka.testbed is not None
-    upstream = kafka.testbed.proxy._core.upstream
+    core = kafka.testbed.proxy._core
+    assert core is not None
+    upstream = core.upstream
     topic = kafka.create_topic(1)
     total = _produce_batches(Producer(kafka.config()), topic, [10])
-    real, emptied = upstream.request, []
+    real, emptied = upstream.request, list[FetchRequest]()
 
     async def first_scan_answers_nothing(request: Any) -> Any:
         response = await real(request)
