@@ -1,5 +1,6 @@
 """``ordo sandbox`` end to end, short and without Spark: every stage happens while data flows, and
-the independent verification finds nothing lost, duplicated or out of order."""
+the independent verification finds nothing lost, duplicated or out of order. Once on the embedded
+testbed, once in the real-cluster mode (``--kubeconfig``, ``--bootstrap``)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,25 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import kubernetes
 import pytest
+
+from ordo.testbed.kafka import KafkaTestbed
+from ordo.testbed.kube.fixtures import KubeCluster
+from ordo.testbed.kube.kubelet import PlaceholderKubelet
+from ordo.testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
 
-def test_a_short_sandbox_run_holds_every_check(tmp_path: Path) -> None:
+def _sandbox(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     report_path = tmp_path / "report.json"
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "ordo.cli", "sandbox", "--duration", "20", "--no-spark",
-         "--report", str(report_path), "--workdir", str(tmp_path / "run")],
+         "--report", str(report_path), "--workdir", str(tmp_path / "run"), *options],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     print(f"sandbox took {time.monotonic() - started:.1f}s\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
@@ -27,7 +35,11 @@ def test_a_short_sandbox_run_holds_every_check(tmp_path: Path) -> None:
     report = json.loads(report_path.read_text())
     failed = [c for c in report["checks"] if not c["ok"]]
     assert done.returncode == 0 and report["ok"], failed
+    return done, report
 
+
+def test_a_short_sandbox_run_holds_every_check(tmp_path: Path) -> None:
+    done, report = _sandbox(tmp_path)
     assert report["orders"] > 1000
     assert report["kafka"]["records"] == report["orders"] and report["kafka"]["epochs"] == 2
     assert report["kafka"]["duplicates"] == report["kafka"]["missing"] == 0
@@ -47,3 +59,26 @@ def test_a_short_sandbox_run_holds_every_check(tmp_path: Path) -> None:
     assert killed.startswith("SIGKILL orders-cdc-") and "→orders-cdc-" in killed
     assert "orders-cdc-4 got" in stages["member joined"]["detail"]
     assert "✓ every order in Kafka exactly once" in done.stdout
+
+
+def test_the_real_cluster_mode_binds_members_to_placeholder_pods_and_cleans_up(
+    tmp_path: Path, kube_cluster: KubeCluster, kafka_testbed: KafkaTestbed | None
+) -> None:
+    """``--kubeconfig`` and ``--bootstrap`` pointed at the emulator and the testbed broker, with a
+    stand-in kubelet making the placeholder Pods Ready as a cluster's would."""
+    if kube_cluster.emulator is None or kafka_testbed is None:
+        pytest.skip("the stand-in kubelet is for the emulator; on a real cluster, make e2e runs this mode")
+    kubeconfig, topic = str(kube_cluster.kubeconfig_path), f"orders-{time.monotonic_ns()}"
+    with PlaceholderKubelet(kubeconfig, "ordo-sandbox") as kubelet:
+        done, report = _sandbox(
+            tmp_path, "--kubeconfig", kubeconfig, "--bootstrap", kafka_testbed.bootstrap, "--topic", topic
+        )
+    assert report["kafka"]["records"] == report["orders"] > 1000 and report["kafka"]["epochs"] == 2
+    assert "✓ every order in Kafka exactly once" in done.stdout
+    # 3 members, 1 added, 1 joining: each bound to a placeholder Pod the stand-in kubelet ran
+    assert kubelet.served == {f"{topic}-cdc-{i}" for i in range(5)}
+    core = kubernetes.client.CoreV1Api(kube_cluster.client())
+    wait_for(
+        lambda: "ordo-sandbox" not in [getattr(n.metadata, "name", None) for n in core.list_namespace().items],
+        30, "the namespace the sandbox created to be removed",
+    )  # fmt: skip

@@ -272,7 +272,10 @@ def test_closed_gates_and_slow_units_are_read_from_program_output() -> None:
         (["--duration", "5"], "--duration must be at least"),
         (["--members", "0"], "--members must be at least 1"),
         (["--rate", "0"], "--rate must be positive"),
-        (["--kubeconfig", "/nope"], "not supported yet"),
+        (["--kubeconfig", "/nope"], "--kubeconfig needs --bootstrap"),
+        (["--kubeconfig", "/nope", "--bootstrap", "k:9092"], "--kubeconfig: no file /nope"),
+        (["--operator", "cluster"], "are for a real cluster: give --kubeconfig too"),
+        (["--pod-image", "pause"], "are for a real cluster: give --kubeconfig too"),
         (["--report", "/no/such/dir/r.json"], "does not exist"),
     ],
 )

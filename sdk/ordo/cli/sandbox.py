@@ -28,7 +28,17 @@ def register(commands: Any) -> None:
         help="a real Kafka instead of the testbed's (the topic must not exist; the operator runs here)",
     )
     parser.add_argument(
-        "--kubeconfig", type=Path, help="a real cluster instead of the emulator (not supported yet)"
+        "--kubeconfig", type=Path,
+        help="a real cluster instead of the emulator (with --bootstrap): resources, Pods and Leases are "
+        "there; the members run here, each bound to a placeholder Pod",
+    )  # fmt: skip
+    parser.add_argument(
+        "--operator", choices=("auto", "here", "cluster"), default="auto",
+        help="with --kubeconfig: the operator installed in the cluster, or one run here (default auto: "
+        "the cluster's if it has a Ready one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pod-image", default=None, help="with --kubeconfig: the placeholder Pods' image (default pause)"
     )
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark pipeline (no Java needed)")
     parser.add_argument("--report", type=Path, help="also write the report as JSON here")
@@ -51,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--members must be at least 1, got {args.members}")
     if args.rate <= 0:
         raise CliError(f"--rate must be positive, got {args.rate:g}")
+    if args.kubeconfig is None and (args.operator != "auto" or args.pod_image is not None):
+        raise CliError("--operator and --pod-image are for a real cluster: give --kubeconfig too")
     if args.kubeconfig is not None:
-        # Members read the SQLite source here, so on a real cluster they would run here too, bound
-        # to placeholder pods; that, and the operator already installed there, is not built yet.
-        raise CliError(
-            "--kubeconfig (a real cluster) is not supported yet: use --bootstrap for a real Kafka "
-            "with the emulated cluster, or `make e2e` for kind"
-        )
+        if args.bootstrap is None:
+            raise CliError("--kubeconfig needs --bootstrap: a Kafka reachable from here and from the cluster")
+        if not args.kubeconfig.is_file():
+            raise CliError(f"--kubeconfig: no file {args.kubeconfig}")
     try:
         from ..sandbox.run import Options, Sandbox
     except ImportError as error:
@@ -74,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
     options = Options(
         duration=args.duration, members=args.members, bootstrap=args.bootstrap, spark=not args.no_spark,
         topic=args.topic, rate=args.rate, workdir=args.workdir, live=args.live,
+        kubeconfig=args.kubeconfig, operator=args.operator,
     )  # fmt: skip
+    if args.pod_image is not None:
+        options.pod_image = args.pod_image
     try:
         report = Sandbox(options, console).run()
     except (RuntimeError, AssertionError) as error:

@@ -2,7 +2,11 @@
 
 By default everything runs here: the testbed (Kafka stand-in and Kubernetes emulator, in a process
 of its own), the operator, member pods as local processes. With ``bootstrap`` a real Kafka takes
-the testbed's Kafka's place (the Kubernetes emulator and the operator still run here).
+the testbed's Kafka's place. With ``kubeconfig`` too, a real cluster takes the emulator's: the
+CRDs, the ProducerGroup, the expansion, the members' Pods and Leases are there, and so is the
+operator when one is installed (else it runs here). The members still run here, each bound to a
+placeholder Pod (pause) the cluster schedules and reports Ready, because they read the SQLite
+source on this machine; killing one deletes its Pod, as a lost node would.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from rich.console import Console
 from rich.live import Live
 
 from ..scenario.verify import verify
+from ..testbed.pods import PLACEHOLDER_IMAGE
 from ..testbed.waiting import wait_for
 from . import source
 from .monitor import Monitor, Sources, kafka_end_offsets
@@ -56,6 +61,12 @@ class Options:
     live: bool | None = None
     """The live view; None: when the console is a terminal."""
     settle_timeout: float = 90.0
+    kubeconfig: Path | None = None
+    """A real cluster (needs ``bootstrap``); None: the emulator."""
+    operator: str = "auto"
+    """Where the operator runs: "here", "cluster" (installed there) or "auto" (cluster if found)."""
+    pod_image: str = PLACEHOLDER_IMAGE
+    """The image of the members' placeholder Pods on a real cluster."""
 
 
 class StageFailed(Exception):
@@ -91,18 +102,23 @@ class Sandbox:
             self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
             api = self._kubernetes(kubeconfig, stack)
             self._kafka(bootstrap, stack)
-            self._operator(stack, kubeconfig, bootstrap)
-            writer = self._source()
-            pods = self._podset(stack, kubeconfig)
+            operator = self._operator(stack, kubeconfig, bootstrap, api)
             from ..testbed.resources import Expansions, Groups
 
-            groups = Groups(api["custom"], NAMESPACE)
+            self.groups = groups = Groups(api["custom"], NAMESPACE)
+            self.expansions = Expansions(api["custom"], NAMESPACE)
+            if self.o.kubeconfig is not None:  # after the members stop, before the operator does
+                stack.callback(self._remove_resources)
+            writer = self._source()
+            pods = self._podset(stack, kubeconfig)
             groups.create(
                 self.group, SOURCE_PARTITIONS, {"app": self.group},
                 sessionTimeoutSeconds=6, exactlyOnce=True,
             )  # fmt: skip
-            self.sources.groups, self.groups = groups, groups
-            self.sources.expansions, self.expansions = None, Expansions(api["custom"], NAMESPACE)
+            if operator is not None:
+                self._await_operator(groups, operator)
+            self.sources.groups = groups
+            self.sources.expansions = None
             for _ in range(self.o.members):
                 self._start_member(pods)
             groups.wait_settled(self.group, self.o.members, self.o.settle_timeout, SOURCE_PARTITIONS)
@@ -130,9 +146,23 @@ class Sandbox:
             return self._report(orders)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
+    def _remove_resources(self) -> None:
+        """Leave a real cluster as found: the group and the expansion, gone before the operator stops."""
+        for kind, name in ((self.groups, self.group), (self.expansions, self.expansion)):
+            try:
+                if kind.exists(name):
+                    kind.delete(name)
+                    wait_for(partial(_gone, kind, name), 30, f"{kind.plural} {name} to be removed", step=0.5)
+            except Exception as error:  # the report matters more than the cleanup: say what is left
+                self._say(f"[yellow]could not remove {kind.plural} {NAMESPACE}/{name}: {error}[/yellow]")
+
     # --- setting up ---------------------------------------------------------------------------
 
     def _environment(self, stack: ExitStack) -> tuple[str, Path]:
+        if self.o.kubeconfig is not None:
+            if self.o.bootstrap is None:
+                raise ValueError("a real cluster needs a real Kafka: give --bootstrap with --kubeconfig")
+            return self.o.bootstrap, self.o.kubeconfig
         if self.o.bootstrap is None:
             from ..testbed.bed import testbed_process
 
@@ -151,8 +181,14 @@ class Sandbox:
         stack.callback(client.close)
         core: Any = kubernetes.client.CoreV1Api(client)
         _install_crds(kubernetes.client.ApiextensionsV1Api(client))
-        _ignore_conflict(lambda: core.create_namespace({"metadata": {"name": NAMESPACE}}))
-        return {"core": core, "custom": kubernetes.client.CustomObjectsApi(client)}
+        created = _ignore_conflict(lambda: core.create_namespace({"metadata": {"name": NAMESPACE}}))
+        if created and self.o.kubeconfig is not None:  # leave a real cluster as it was found
+            stack.callback(core.delete_namespace, NAMESPACE)
+        return {
+            "core": core,
+            "apps": kubernetes.client.AppsV1Api(client),
+            "custom": kubernetes.client.CustomObjectsApi(client),
+        }
 
     def _kafka(self, bootstrap: str, stack: ExitStack) -> None:
         from confluent_kafka import Consumer
@@ -171,13 +207,37 @@ class Sandbox:
         stack.callback(probe.close)  # before Kafka goes away
         self.sources.watermarks = lambda: kafka_end_offsets(probe, self.o.topic)
 
-    def _operator(self, stack: ExitStack, kubeconfig: Path, bootstrap: str) -> None:
+    def _operator(
+        self, stack: ExitStack, kubeconfig: Path, bootstrap: str, api: dict[str, Any]
+    ) -> str | None:
+        """Start the operator here, or find the cluster's; returns where the cluster's runs (None: here)."""
+        installed = _installed_operator(api["apps"]) if self.o.kubeconfig is not None else None
+        if self.o.operator == "cluster" and installed is None:
+            raise ValueError("--operator cluster: no Ready ordo operator Deployment found in the cluster")
+        if installed is not None and self.o.operator != "here":
+            self._say(f"the operator: the one installed in namespace {installed}")
+            return installed
+        if installed is not None:
+            self._say(f"[yellow]an operator runs in namespace {installed} too: if it serves {NAMESPACE}, "
+                      "both act on the sandbox (use --operator cluster)[/yellow]")  # fmt: skip
         from ..testbed.operator import OperatorProcess
 
         operator = OperatorProcess(
             kubeconfig, bootstrap, namespaces=[NAMESPACE], log_path=self.workdir / "operator.log"
         )
         stack.enter_context(operator)
+        return None
+
+    def _await_operator(self, groups: Any, namespace: str) -> None:
+        """The cluster's operator may not serve the sandbox's namespace (rbac.scope=namespace)."""
+        try:
+            wait_for(lambda: groups.status(self.group), 30, "the operator", step=0.5)
+        except AssertionError:
+            raise RuntimeError(
+                f"the ordo operator in namespace {namespace} did not act on ProducerGroup "
+                f"{NAMESPACE}/{self.group} within 30 s: add {NAMESPACE} to its watchNamespaces, "
+                "or run one here with --operator here"
+            ) from None
 
     def _source(self) -> source.OrderWriter:
         source.create(self.db)
@@ -188,7 +248,9 @@ class Sandbox:
     def _podset(self, stack: ExitStack, kubeconfig: Path) -> Any:
         from ..testbed.pods import PodSet
 
-        return stack.enter_context(PodSet(kubeconfig, NAMESPACE, log_dir=self.workdir / "pods"))
+        placeholder = self.o.pod_image if self.o.kubeconfig is not None else None
+        pods = PodSet(kubeconfig, NAMESPACE, log_dir=self.workdir / "pods", placeholder_image=placeholder)
+        return stack.enter_context(pods)
 
     def _start_member(self, pods: Any) -> Any:
         name = member_name(self.group, len(self.members))
@@ -370,12 +432,27 @@ def _install_crds(extensions: Any) -> None:
         _ignore_conflict(partial(extensions.create_custom_resource_definition, body))
 
 
-def _ignore_conflict(call: Callable[[], Any]) -> None:
+def _ignore_conflict(call: Callable[[], Any]) -> bool:
+    """Create something unless it exists; True when this call created it."""
     try:
         call()
     except Exception as error:
         if getattr(error, "status", None) != 409:  # already there
             raise
+        return False
+    return True
+
+
+def _installed_operator(apps: Any) -> str | None:
+    """The namespace of a Ready ordo operator Deployment (the Helm chart's), if the cluster has one."""
+    try:
+        found = apps.list_deployment_for_all_namespaces(label_selector="app.kubernetes.io/name=ordo").items
+    except Exception as error:
+        if getattr(error, "status", None) in (403, 404):  # not allowed to look, or no apps API (the emulator)
+            return None
+        raise
+    ready = [d for d in found if (d.status.ready_replicas or 0) > 0]
+    return str(ready[0].metadata.namespace) if ready else None
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:
@@ -386,3 +463,7 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+def _gone(kind: Any, name: str) -> bool:
+    return not kind.exists(name)

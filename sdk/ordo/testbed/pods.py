@@ -11,6 +11,11 @@ process, kept consistent the way a kubelet and the node controller would keep th
 - a Pod deleted through the API by anyone: its process gets SIGTERM (SIGKILL if removed at once).
 - pause/resume: SIGSTOP/SIGCONT; the Pod stays Ready, as a kubelet does not notice a stopped process.
 
+On a real cluster no kubelet of ours can own a Pod, so with ``placeholder_image`` each pod is a
+real Pod running that image (pause: it does nothing), scheduled and made Ready by the cluster, and
+the process runs here bound to it by POD_NAME. The cluster owns such a Pod's status; the Pod is
+deleted when its process exits (by itself or killed), which the cluster turns into "gone".
+
 Processes run in their own session; :meth:`PodSet.close` kills each one's process group by the
 PID it started (never by name).
 """
@@ -26,6 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +40,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 NODE_NAME = "ordo-testbed-node"
 POD_IP = "127.0.0.1"
+PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+PODSET_LABEL = "ordo.dev/podset"  # which PodSet made a Pod: its kubelet watches those only
 
 
 def _now() -> str:
@@ -145,16 +153,19 @@ class Pod:
     def _start(
         self, labels: Mapping[str, str], annotations: Mapping[str, str], env: Mapping[str, str]
     ) -> None:
-        body = {
-            "metadata": {"name": self.name, "labels": dict(labels), "annotations": dict(annotations)},
-            "spec": {
-                "nodeName": self.podset.node_name,
-                "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": self.grace,
-                "containers": [{"name": "main", "image": "local-process", "command": self.argv}],
-            },
-        }
-        self.podset.core.create_namespaced_pod(self.namespace, body)
+        podset = self.podset
+        placeholder = podset.placeholder_image
+        container: dict[str, Any] = {"name": "main", "image": placeholder or "local-process"}
+        spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": self.grace}
+        if placeholder is None:
+            spec["nodeName"] = podset.node_name
+            container["command"] = self.argv
+        spec["containers"] = [container]
+        labels = {**labels, PODSET_LABEL: podset.id}
+        metadata = {"name": self.name, "labels": labels, "annotations": dict(annotations)}
+        podset.core.create_namespaced_pod(self.namespace, {"metadata": metadata, "spec": spec})
+        if placeholder is not None:
+            self._await_ready(podset.ready_timeout)
         full_env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -162,7 +173,7 @@ class Pod:
             "POD_NAME": self.name,
             "POD_NAMESPACE": self.namespace,
             "POD_IP": POD_IP,
-            "KUBECONFIG": str(self.podset.kubeconfig_path),
+            "KUBECONFIG": str(podset.kubeconfig_path),
         }
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(
@@ -174,7 +185,7 @@ class Pod:
                 start_new_session=True,
             )
         started = _now()
-        container = {
+        running = {
             **_container(ready=True, state={"running": {"startedAt": started}}),
             "containerID": f"process://{self.process.pid}",
         }
@@ -186,11 +197,33 @@ class Pod:
                 "hostIP": POD_IP,
                 "startTime": started,
                 "conditions": _conditions(True),
-                "containerStatuses": [container],
+                "containerStatuses": [running],
             }
         )
         self._monitor = threading.Thread(target=self._watch_process, name=f"pod-{self.name}", daemon=True)
         self._monitor.start()
+
+    def _await_ready(self, timeout: float) -> None:
+        """A placeholder Pod: wait for the cluster to schedule it and report it Ready."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.read().status
+            ready = any(c.type == "Ready" and c.status == "True" for c in (status.conditions or []))
+            if ready:
+                return
+            if time.monotonic() > deadline:
+                waiting = [
+                    f"{c.state.waiting.reason}: {c.state.waiting.message or ''}".strip(": ")
+                    for c in (status.container_statuses or [])
+                    if c.state is not None and c.state.waiting is not None
+                ]
+                with contextlib.suppress(Exception):
+                    self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0)
+                raise RuntimeError(
+                    f"pod {self.namespace}/{self.name} ({self.podset.placeholder_image}) is not Ready after "
+                    f"{timeout:g}s: phase {status.phase}" + (f", {'; '.join(waiting)}" if waiting else "")
+                )
+            time.sleep(0.5)  # pacing the reads while the kubelet pulls and starts the image
 
     def _watch_process(self) -> None:
         assert self.process is not None
@@ -209,7 +242,7 @@ class Pod:
                     "containerStatuses": [container],
                 }
             )
-            if self._terminating or self._delete_on_exit:
+            if self._terminating or self._delete_on_exit or self.podset.placeholder_image is not None:
                 self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0)
         except Exception as e:  # the Pod may be gone or the cluster stopped: nothing left to report
             if getattr(e, "status", 404) != 404 and not self.podset.closing:
@@ -218,6 +251,8 @@ class Pod:
             self._exited.set()
 
     def _patch_status(self, status: dict[str, Any]) -> None:
+        if self.podset.placeholder_image is not None:
+            return  # the cluster's kubelet owns a real Pod's status
         self.podset.core.patch_namespaced_pod_status(self.name, self.namespace, {"status": status})
 
     def _kill_group(self) -> None:
@@ -236,9 +271,16 @@ class PodSet:
         namespace: str = "default",
         log_dir: Path | str | None = None,
         node_name: str = NODE_NAME,
+        placeholder_image: str | None = None,
+        ready_timeout: float = 180.0,
     ):
+        """``placeholder_image``: a real cluster (see the module's doc); ``ready_timeout`` bounds the
+        wait for each placeholder Pod to be scheduled, pulled and Ready."""
         import kubernetes
 
+        self.id = uuid.uuid4().hex[:10]
+        self.placeholder_image = placeholder_image
+        self.ready_timeout = ready_timeout
         self.kubeconfig_path = Path(kubeconfig_path)
         self.namespace = namespace
         self.node_name = node_name
@@ -276,11 +318,11 @@ class PodSet:
     def _watch_pods(self, since: str) -> None:
         """Like a kubelet: a Pod deleted through the API gets its process terminated (gracefully,
         or killed when the Pod is removed at once)."""
-        selector = f"spec.nodeName={self.node_name}"
+        selector = f"{PODSET_LABEL}={self.id}"
         while not self.closing:
             try:
                 self._stream = self.core.list_namespaced_pod(
-                    self.namespace, watch=True, field_selector=selector, resource_version=since,
+                    self.namespace, watch=True, label_selector=selector, resource_version=since,
                     allow_watch_bookmarks=True, timeout_seconds=300, _preload_content=False,
                 )  # fmt: skip
                 for line in self._stream:

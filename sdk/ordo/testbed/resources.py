@@ -12,27 +12,53 @@ from .waiting import wait_for
 __all__ = ["Expansions", "Groups", "group_member_argv"]
 
 
-class Expansions:
-    """OrderedTopicExpansions in one namespace, through a kubernetes ``CustomObjectsApi``."""
+class _Resources:
+    """One kind of ordo's resources in one namespace, through a kubernetes ``CustomObjectsApi``."""
 
-    plural = "orderedtopicexpansions"
+    kind = ""
+    plural = ""
 
     def __init__(self, custom_api: Any, namespace: str) -> None:
         self.api = custom_api
         self.namespace = namespace
 
-    def create(self, name: str, topic: str, partitions: int, **spec: Any) -> None:
+    def _create(self, name: str, spec: dict[str, Any]) -> None:
         body = {
             "apiVersion": f"{API_GROUP}/{VERSION}",
-            "kind": "OrderedTopicExpansion",
+            "kind": self.kind,
             "metadata": {"name": name},
-            "spec": {"topic": topic, "partitions": partitions, **spec},
+            "spec": spec,
         }
         self.api.create_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, body)
 
+    def get(self, name: str) -> dict[str, Any]:
+        return dict(
+            self.api.get_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
+        )
+
     def status(self, name: str) -> dict[str, Any]:
-        obj = self.api.get_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
-        return dict(obj.get("status") or {})
+        return dict(self.get(name).get("status") or {})
+
+    def delete(self, name: str) -> None:
+        self.api.delete_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.get(name)
+        except Exception as error:
+            if getattr(error, "status", None) == 404:
+                return False
+            raise
+        return True
+
+
+class Expansions(_Resources):
+    """OrderedTopicExpansions in one namespace."""
+
+    kind, plural = "OrderedTopicExpansion", "orderedtopicexpansions"
+
+    def create(self, name: str, topic: str, partitions: int, **spec: Any) -> None:
+        self._create(name, {"topic": topic, "partitions": partitions, **spec})
 
     def wait_phase(self, name: str, phase: str, timeout: float = 60.0) -> dict[str, Any]:
         """Wait until the expansion reaches ``phase``; fails at once on an unexpected final phase."""
@@ -68,39 +94,20 @@ def group_member_argv(
     ]  # fmt: skip
 
 
-class Groups:
-    """ProducerGroups in one namespace, through a kubernetes ``CustomObjectsApi``."""
+class Groups(_Resources):
+    """ProducerGroups in one namespace."""
 
-    plural = "producergroups"
-
-    def __init__(self, custom_api: Any, namespace: str) -> None:
-        self.api = custom_api
-        self.namespace = namespace
+    kind, plural = "ProducerGroup", "producergroups"
 
     def create(self, name: str, source_partitions: int, selector: dict[str, str], **spec: Any) -> None:
-        body = {
-            "apiVersion": f"{API_GROUP}/{VERSION}",
-            "kind": "ProducerGroup",
-            "metadata": {"name": name},
-            "spec": {"sourcePartitions": source_partitions, "selector": {"matchLabels": selector}, **spec},
-        }
-        self.api.create_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, body)
+        self._create(
+            name, {"sourcePartitions": source_partitions, "selector": {"matchLabels": selector}, **spec}
+        )
 
     def patch_spec(self, name: str, **spec: Any) -> None:
         self.api.patch_namespaced_custom_object(
             API_GROUP, VERSION, self.namespace, self.plural, name, {"spec": spec}
         )
-
-    def delete(self, name: str) -> None:
-        self.api.delete_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
-
-    def get(self, name: str) -> dict[str, Any]:
-        return dict(
-            self.api.get_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
-        )
-
-    def status(self, name: str) -> dict[str, Any]:
-        return dict(self.get(name).get("status") or {})
 
     def checkpoints(self, name: str) -> dict[int, str | None]:
         """Source partition -> the checkpoint status mirrors for it (None: none yet)."""

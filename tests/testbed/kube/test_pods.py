@@ -1,4 +1,5 @@
-"""Pods as processes: env and self-lookup, sigterm, sigkill, pause/resume, cleanup."""
+"""Pods as processes: env and self-lookup, sigterm, sigkill, pause/resume, cleanup; and bound to
+placeholder Pods, as on a real cluster."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 
-from ordo.testbed.pods import PodSet
+from ordo.testbed.kube.kubelet import PlaceholderKubelet
+from ordo.testbed.pods import PLACEHOLDER_IMAGE, PodSet
 
 from .conftest import wait_for
 
 PROGRAM = str(Path(__file__).parent / "pod_program.py")
+# The tests of pods the testbed's own kubelet runs; the placeholder tests below say so by name.
+pytestmark = pytest.mark.usefixtures("kube_emulator")
 
 
 def ready(pod: Any) -> str:
@@ -128,3 +132,30 @@ def test_logs_are_files(pods: PodSet) -> None:
     )
     assert pod.wait(30) == 0
     assert pod.stdout_path.read_text() == "out\n" and pod.stderr_path.read_text() == "err\n"
+
+
+def test_a_placeholder_pod_runs_its_process_here_once_the_cluster_made_it_ready(
+    kube: Any, tmp_path: Path
+) -> None:
+    with PodSet(
+        kube.kubeconfig_path, kube.namespace, log_dir=tmp_path, placeholder_image=PLACEHOLDER_IMAGE
+    ) as podset:
+        with pytest.raises(RuntimeError, match=r"unscheduled \(registry.k8s.io/pause:3.10\) is not Ready after 1s: phase Pending"):
+            podset.ready_timeout = 1.0
+            podset.start("unscheduled", [sys.executable, PROGRAM, "exit", "0"])
+        assert gone(podset.pods[-1]) and podset.pods[-1].process is None  # nothing ran, nothing left
+        podset.ready_timeout = 30.0
+        with PlaceholderKubelet(kube.kubeconfig_path, kube.namespace):
+            reader = podset.start(
+                "reader", [sys.executable, PROGRAM, "read-label", "app"], labels={"app": "demo"}
+            )
+            body = reader.read()
+            assert body.spec.containers[0].image == PLACEHOLDER_IMAGE and ready(reader) == "True"
+            assert reader.wait(60) == 0 and "label app=demo" in reader.stdout(), reader.stderr()
+            wait_for(lambda: gone(reader), what="the Pod of a process that exited to be deleted")
+
+            killed, deleted = serving(podset, tmp_path, "killed"), serving(podset, tmp_path, "deleted")
+            killed.sigkill()
+            wait_for(lambda: gone(killed), what="the Pod of a killed process to be deleted")
+            kube.core.delete_namespaced_pod("deleted", kube.namespace, grace_period_seconds=5)
+            assert deleted.wait(30) is not None and gone(deleted)

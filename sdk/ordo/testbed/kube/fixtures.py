@@ -110,11 +110,13 @@ def kube(kube_cluster: KubeCluster) -> Iterator[Kube]:
 
 @pytest.fixture
 def pods(kube: Kube, tmp_path: Path) -> Iterator[Any]:
-    from ordo.testbed.pods import PodSet
+    from ordo.testbed.pods import PLACEHOLDER_IMAGE, PodSet
 
-    if kube.emulator is None:
-        pytest.skip(f"pods as local processes need the emulator ({ENV_KUBECONFIG} points to a real cluster)")
-    podset = PodSet(kube.kubeconfig_path, kube.namespace, log_dir=tmp_path / "pods")
+    # on a real cluster (ENV_KUBECONFIG) each process is bound to a placeholder Pod the cluster runs
+    placeholder = PLACEHOLDER_IMAGE if kube.emulator is None else None
+    podset = PodSet(
+        kube.kubeconfig_path, kube.namespace, log_dir=tmp_path / "pods", placeholder_image=placeholder
+    )
     try:
         yield podset
     finally:
