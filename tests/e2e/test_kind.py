@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,3 +166,23 @@ def test_producer_group_survives_a_deleted_member(cluster: Cluster) -> None:
     verdict = wait_for(copied, 300, "every source record copied", step=5)
     assert verdict.ok, verdict.summary() + f" {verdict.examples}"
     assert victim in verdict.members and len(verdict.members) >= 3
+
+
+def test_the_sandbox_runs_on_the_cluster_with_its_operator(cluster: Cluster, tmp_path: Path) -> None:
+    """``ordo sandbox --kubeconfig``: the installed operator serves the sandbox's group and
+    expansion; the members run here, bound to placeholder Pods the cluster runs."""
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ordo.cli", "sandbox", "--kubeconfig", str(cluster.kubeconfig),
+         "--bootstrap", BOOTSTRAP_EXTERNAL, "--topic", "orders-e2e", "--duration", "30", "--no-spark",
+         "--report", str(report)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0 and json.loads(report.read_text())["ok"], (
+        done.stdout[-4000:] + done.stderr[-2000:]
+    )
+    assert f"the one installed in namespace {ORDO_NAMESPACE}" in done.stdout
+    wait_for(
+        lambda: "ordo-sandbox" not in [n.metadata.name for n in cluster.core.list_namespace().items if n.metadata],
+        120, "the namespace the sandbox created to be removed", step=2,
+    )  # fmt: skip
