@@ -182,7 +182,8 @@ def test_the_sandbox_runs_on_the_cluster_with_its_operator(cluster: Cluster, tmp
         done.stdout[-4000:] + done.stderr[-2000:]
     )
     assert f"the one installed in namespace {ORDO_NAMESPACE}" in done.stdout
-    wait_for(
-        lambda: "ordo-sandbox" not in [n.metadata.name for n in cluster.core.list_namespace().items if n.metadata],
-        120, "the namespace the sandbox created to be removed", step=2,
-    )  # fmt: skip
+
+    def namespaces() -> list[str]:
+        return [str(n.metadata.name) for n in cluster.core.list_namespace().items if n.metadata]
+
+    wait_for(lambda: "ordo-sandbox" not in namespaces(), 120, "the sandbox's namespace to go", step=2)
