@@ -17,7 +17,7 @@ help:
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
 	@echo "make soak     - 30 min chaos soak + every fault-injection case (ORDO_CHAOS_SEED replays a run)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -38,6 +38,15 @@ __all__ = ["OrderedProducer"]
 
 _log = logging.getLogger(__name__)
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
+
+if TYPE_CHECKING:
+    from ._fastproduce import FastProduce
+
+_FastProduce: type[FastProduce] | None
+try:
+    from ._fastproduce import FastProduce as _FastProduce
+except ImportError:  # built without a C compiler, or a free-threaded Python: the Python path serves
+    _FastProduce = None
 
 
 class _TopicState:
@@ -116,6 +125,8 @@ class OrderedProducer:
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
         self._producer = Producer(dict(config))
+        # topic -> partition count, for the topics produce()'s C path may serve now (see _route)
+        self._routes: dict[str, int] = {}
         client_config = {
             k: v for k, v in config.items() if not k.startswith(("transactional.", "enable.idem"))
         }
@@ -141,6 +152,10 @@ class OrderedProducer:
         if not self._log.wait_caught_up(max(session_timeout, 10.0)):
             self.close()
             raise ConfigError(f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}")
+        if _FastProduce is not None and self._hashes is not None:
+            # The common case in one C call (ordo/_fastproduce.c); the method serves every other.
+            fast = _FastProduce(self._routes, self._hashes, self._producer.produce, self.produce)
+            self.__dict__["produce"] = fast
         self._heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="ordo-producer-heartbeat", daemon=True
         )
@@ -219,6 +234,8 @@ class OrderedProducer:
                     )
                     if state.unstamped:  # used up only once sent: a failed record keeps it
                         state.unstamped.discard(chosen)
+                        if not state.unstamped:
+                            self._route(topic, state)
                     return
                 except KafkaException as error:
                     if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
@@ -347,13 +364,13 @@ class OrderedProducer:
                 continue  # left out of counts: reported as unknown below
         tx.declaration.check_exist(counts)
         self._producer.begin_transaction()
-        self._scope = tx
+        self._set_scope(tx)
 
     def _end_scoped(self, tx: Transaction, commit: bool, timeout: float, reason: str = "") -> None:
         if self._scope is not tx:
             raise TransactionScopeError("this transaction is not open on the producer")
         if commit and tx.aborted is not None:
-            self._scope = None
+            self._set_scope(None)
             raise TransactionScopeError(f"the transaction was aborted ({tx.aborted}); it cannot commit")
         try:
             if commit:
@@ -362,7 +379,12 @@ class OrderedProducer:
                 tx.aborted = reason
                 self._producer.abort_transaction(timeout)
         finally:
-            self._scope = None
+            self._set_scope(None)
+
+    def _set_scope(self, tx: Transaction | None) -> None:
+        with self._gate:
+            self._scope = tx
+            self._refresh_writable()  # a declared transaction's records are checked in Python
 
     def _scope_violated(self, tx: Transaction, why: str, error: type[TransactionScopeError]) -> None:
         """Abort at once (nothing of the offending write was sent), then raise ``error``."""
@@ -494,10 +516,22 @@ class OrderedProducer:
             return False
 
     def _refresh_writable(self) -> None:
-        """Recompute every topic's fast-path flag; call with ``_gate`` held."""
+        """Recompute every topic's fast-path flag and route; call with ``_gate`` held."""
         stopped = self._self_fenced or self._closed
-        for state in self._topics.values():
+        for topic, state in self._topics.items():
             state.writable = not state.blocked and not stopped
+            self._route(topic, state)
+
+    def _route(self, topic: str, state: _TopicState) -> None:
+        """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
+
+        Open only while a record needs nothing but hash % count: writable, every partition of
+        the epoch stamped, no declared transaction, murmur2. The C path runs without releasing
+        the GIL, so once this closes a route no record can take it with the old count."""
+        if state.writable and not state.unstamped and self._scope is None and self._hashes is not None:
+            self._routes[topic] = state.partitions
+        else:
+            self._routes.pop(topic, None)
 
     # -- registry ----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -114,6 +115,56 @@ def test_a_fence_blocks_produce_until_the_epoch_is_published(setup: Setup) -> No
         assert producer.stalls and producer.stalls[-1][0] == setup.topic
         blocked = REGISTRY.get_sample_value("ordo_produce_blocked_seconds_count", {"topic": setup.topic})
         assert blocked == len(producer.stalls), "each held produce() is in the SDK metric"
+
+
+def test_steady_records_take_the_c_path_and_a_fence_closes_it(setup: Setup) -> None:
+    history = EpochHistory.initial(setup.topic, 3)
+    setup.writer.write(history)
+    keys = [f"k{i}".encode() for i in range(20)]
+    with setup.producer(producer_id="fast") as producer:
+        fast: Any = producer.produce
+        assert hasattr(fast, "fast_calls"), (
+            "ordo._fastproduce was not built (pip install -e . needs a C compiler)"
+        )
+        for _ in range(10):
+            for key in keys:
+                producer.produce(setup.topic, b"old", key=key)
+        served = fast.fast_calls
+        # Python serves the first record of each key (its hash is not cached) and of each partition
+        # in the epoch (it carries the stamp); the C path serves the rest.
+        assert served >= 10 * len(keys) - len(keys) - 3
+        fenced = history.begin_fence(6)
+        setup.writer.write(fenced)
+        assert setup.registry.wait_for(
+            lambda: (r := setup.registry.get("fast")) is not None and r.fenced.get(setup.topic) == 1, 10
+        ), "the producer acknowledges the fence in the registry"
+        done = threading.Event()
+
+        def produce_after_fence() -> None:
+            producer.produce(setup.topic, b"new", key=keys[0])
+            done.set()
+
+        blocked = threading.Thread(target=produce_after_fence)
+        blocked.start()
+        assert not done.wait(0.5) and fast.fast_calls == served, "a record took the C path through a fence"
+        setup.grow_broker(6)
+        setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))
+        assert done.wait(10)
+        blocked.join()
+        for _ in range(3):
+            for key in keys[1:]:
+                producer.produce(setup.topic, b"new", key=key)
+        assert fast.fast_calls > served and producer.flush(10) == 0
+    reader = Consumer(setup.kafka.config(group_id=setup.kafka.topic("g"), auto_offset_reset="earliest"))
+    reader.subscribe([setup.topic])
+    try:
+        records = consume(reader, 10 * len(keys) + 1 + 3 * (len(keys) - 1))
+    finally:
+        reader.close()
+    for record in records:
+        count = 3 if record.value() == b"old" else 6
+        written = record.key()
+        assert written is not None and record.partition() == murmur2_partition(written, count), written
 
 
 def test_the_first_record_per_partition_of_each_epoch_is_stamped(setup: Setup) -> None:

@@ -78,7 +78,8 @@ def test_the_real_cluster_mode_binds_members_to_placeholder_pods_and_cleans_up(
     # 3 members, 1 added, 1 joining: each bound to a placeholder Pod the stand-in kubelet ran
     assert kubelet.served == {f"{topic}-cdc-{i}" for i in range(5)}
     core = kubernetes.client.CoreV1Api(kube_cluster.client())
-    wait_for(
-        lambda: "ordo-sandbox" not in [getattr(n.metadata, "name", None) for n in core.list_namespace().items],
-        30, "the namespace the sandbox created to be removed",
-    )  # fmt: skip
+
+    def namespaces() -> list[str]:
+        return [str(n.metadata.name) for n in core.list_namespace().items if n.metadata]
+
+    wait_for(lambda: "ordo-sandbox" not in namespaces(), 30, "the namespace the sandbox created to go")

@@ -140,7 +140,8 @@ def test_a_placeholder_pod_runs_its_process_here_once_the_cluster_made_it_ready(
     with PodSet(
         kube.kubeconfig_path, kube.namespace, log_dir=tmp_path, placeholder_image=PLACEHOLDER_IMAGE
     ) as podset:
-        with pytest.raises(RuntimeError, match=r"unscheduled \(registry.k8s.io/pause:3.10\) is not Ready after 1s: phase Pending"):
+        unready = r"unscheduled \(registry.k8s.io/pause:3.10\) is not Ready after 1s: phase Pending"
+        with pytest.raises(RuntimeError, match=unready):
             podset.ready_timeout = 1.0
             podset.start("unscheduled", [sys.executable, PROGRAM, "exit", "0"])
         assert gone(podset.pods[-1]) and podset.pods[-1].process is None  # nothing ran, nothing left

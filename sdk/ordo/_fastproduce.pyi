@@ -1,0 +1,19 @@
+"""Types of the C extension built from _fastproduce.c (optional: absent without a compiler)."""
+
+from collections.abc import Callable
+from typing import Any
+
+class FastProduce:
+    """OrderedProducer.produce's common case in one C call; every other call goes to ``slow``."""
+
+    def __init__(
+        self,
+        routes: dict[str, int],
+        hashes: dict[bytes, int],
+        raw: Callable[..., None],
+        slow: Callable[..., None],
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+    @property
+    def fast_calls(self) -> int:
+        """Records that took the C path."""

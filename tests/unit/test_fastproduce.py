@@ -1,0 +1,73 @@
+"""produce()'s C path (ordo/_fastproduce.c): what it serves itself and what it hands to Python."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ordo._fastproduce import FastProduce  # built by `pip install -e .` (setup.py); CI has a compiler
+
+
+class Recorder:
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.fail = fail
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append((args, kwargs))
+        if self.fail is not None:
+            raise self.fail
+
+
+def make(routes: dict[str, int] | None = None, raw: Recorder | None = None) -> tuple[Any, Recorder, Recorder]:
+    raw, slow = raw or Recorder(), Recorder()
+    return FastProduce(routes if routes is not None else {"t": 4}, {b"k": 7}, raw, slow), raw, slow
+
+
+def test_an_open_route_and_a_cached_hash_go_straight_to_the_producer() -> None:
+    fast, raw, slow = make()
+    fast("t", b"v", key=b"k")
+    fast("t", b"v", b"k")
+    fast("t", value=b"v", key=b"k")
+    assert raw.calls == [(("t", b"v", b"k", 3), {})] * 3 and not slow.calls  # 7 % 4
+    assert fast.fast_calls == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        (("u", b"v"), {"key": b"k"}),  # no route: the topic is fenced, unstamped or unknown
+        (("t", b"v"), {"key": b"other"}),  # no cached hash yet
+        (("t", b"v"), {"key": "k"}),  # a str key: Python encodes it
+        (("t", b"v"), {}),  # no key: round-robin in Python
+        (("t", b"v"), {"key": b"k", "partition": 1}),
+        (("t", b"v"), {"key": b"k", "on_delivery": print}),
+        (("t", b"v"), {"key": b"k", "headers": [("h", b"1")]}),
+        (("t", b"v", b"k", 2), {}),
+        ((), {"topic": "t", "key": b"k"}),
+    ],
+)
+def test_everything_else_goes_to_the_python_path_unchanged(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    fast, raw, slow = make()
+    fast(*args, **kwargs)
+    assert slow.calls == [(args, kwargs)] and not raw.calls and fast.fast_calls == 0
+
+
+def test_a_closed_route_is_seen_at_once() -> None:
+    routes = {"t": 4}
+    fast, raw, slow = make(routes)
+    fast("t", b"v", key=b"k")
+    del routes["t"]  # what a fence does, holding the GIL
+    fast("t", b"v", key=b"k")
+    assert len(raw.calls) == 1 and len(slow.calls) == 1
+
+
+def test_an_error_from_the_producer_is_left_to_the_python_path() -> None:
+    """Nothing was queued when produce() raised (a full queue, a partition librdkafka does not
+    know yet): the Python path retries it or raises what the caller must see."""
+    fast, raw, slow = make(raw=Recorder(BufferError("queue full")))
+    fast("t", b"v", key=b"k")
+    assert len(raw.calls) == 1 and slow.calls == [(("t", b"v"), {"key": b"k"})]
