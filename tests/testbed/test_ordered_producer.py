@@ -49,6 +49,30 @@ class Setup:
     def grow_broker(self, count: int) -> None:
         self.kafka.admin.create_partitions([NewPartitions(self.topic, count)])[self.topic].result(10)
 
+    def fence(self, history: EpochHistory, producer_id: str, count: int) -> EpochHistory:
+        """Begin a fence to ``count`` partitions and wait for ``producer_id`` to acknowledge it."""
+        fenced = history.begin_fence(count)
+        self.writer.write(fenced)
+        assert self.registry.wait_for(
+            lambda: (r := self.registry.get(producer_id)) is not None and r.fenced.get(self.topic) == 1, 10
+        ), "the producer acknowledges the fence in the registry"
+        return fenced
+
+
+def _produce_in_background(
+    producer: OrderedProducer, topic: str, value: bytes, key: bytes
+) -> tuple[threading.Thread, threading.Event]:
+    """One produce() on its own thread; the event is set once it returned."""
+    done = threading.Event()
+
+    def produce() -> None:
+        producer.produce(topic, value, key=key)
+        done.set()
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    return thread, done
+
 
 @pytest.fixture
 def setup(kafka: KafkaHandle) -> Iterator[Setup]:
@@ -93,19 +117,8 @@ def test_a_fence_blocks_produce_until_the_epoch_is_published(setup: Setup) -> No
     setup.writer.write(history)
     with setup.producer(producer_id="fence-me") as producer:
         producer.produce(setup.topic, b"before", key=b"k")
-        fenced = history.begin_fence(6)
-        setup.writer.write(fenced)
-        assert setup.registry.wait_for(
-            lambda: (r := setup.registry.get("fence-me")) is not None and r.fenced.get(setup.topic) == 1, 10
-        ), "the producer acknowledges the fence in the registry"
-        done = threading.Event()
-
-        def produce_after_fence() -> None:
-            producer.produce(setup.topic, b"after", key=b"k")
-            done.set()
-
-        blocked_thread = threading.Thread(target=produce_after_fence)
-        blocked_thread.start()
+        fenced = setup.fence(history, "fence-me", 6)
+        blocked_thread, done = _produce_in_background(producer, setup.topic, b"after", b"k")
         assert not done.wait(0.5), "produce() must block while the topic is fenced"
         setup.grow_broker(6)
         setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))
@@ -133,19 +146,8 @@ def test_steady_records_take_the_c_path_and_a_fence_closes_it(setup: Setup) -> N
         # Python serves the first record of each key (its hash is not cached) and of each partition
         # in the epoch (it carries the stamp); the C path serves the rest.
         assert served >= 10 * len(keys) - len(keys) - 3
-        fenced = history.begin_fence(6)
-        setup.writer.write(fenced)
-        assert setup.registry.wait_for(
-            lambda: (r := setup.registry.get("fast")) is not None and r.fenced.get(setup.topic) == 1, 10
-        ), "the producer acknowledges the fence in the registry"
-        done = threading.Event()
-
-        def produce_after_fence() -> None:
-            producer.produce(setup.topic, b"new", key=keys[0])
-            done.set()
-
-        blocked = threading.Thread(target=produce_after_fence)
-        blocked.start()
+        fenced = setup.fence(history, "fast", 6)
+        blocked, done = _produce_in_background(producer, setup.topic, b"new", keys[0])
         assert not done.wait(0.5) and fast.fast_calls == served, "a record took the C path through a fence"
         setup.grow_broker(6)
         setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))

@@ -37,6 +37,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .waiting import wait_for
+
 log = logging.getLogger(__name__)
 NODE_NAME = "ordo-testbed-node"
 POD_IP = "127.0.0.1"
@@ -205,25 +207,25 @@ class Pod:
 
     def _await_ready(self, timeout: float) -> None:
         """A placeholder Pod: wait for the cluster to schedule it and report it Ready."""
-        deadline = time.monotonic() + timeout
-        while True:
+        try:
+            wait_for(self._ready, timeout, f"pod {self.name} to be Ready", step=0.5)
+        except AssertionError:
             status = self.read().status
-            ready = any(c.type == "Ready" and c.status == "True" for c in (status.conditions or []))
-            if ready:
-                return
-            if time.monotonic() > deadline:
-                waiting = [
-                    f"{c.state.waiting.reason}: {c.state.waiting.message or ''}".strip(": ")
-                    for c in (status.container_statuses or [])
-                    if c.state is not None and c.state.waiting is not None
-                ]
-                with contextlib.suppress(Exception):
-                    self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0)
-                raise RuntimeError(
-                    f"pod {self.namespace}/{self.name} ({self.podset.placeholder_image}) is not Ready after "
-                    f"{timeout:g}s: phase {status.phase}" + (f", {'; '.join(waiting)}" if waiting else "")
-                )
-            time.sleep(0.5)  # pacing the reads while the kubelet pulls and starts the image
+            waiting = [
+                f"{c.state.waiting.reason}: {c.state.waiting.message or ''}".strip(": ")
+                for c in (status.container_statuses or [])
+                if c.state is not None and c.state.waiting is not None
+            ]
+            with contextlib.suppress(Exception):
+                self.podset.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0)
+            raise RuntimeError(
+                f"pod {self.namespace}/{self.name} ({self.podset.placeholder_image}) is not Ready after "
+                f"{timeout:g}s: phase {status.phase}" + (f", {'; '.join(waiting)}" if waiting else "")
+            ) from None
+
+    def _ready(self) -> bool:
+        conditions = self.read().status.conditions or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
     def _watch_process(self) -> None:
         assert self.process is not None
