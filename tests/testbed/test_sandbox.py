@@ -30,11 +30,18 @@ def _sandbox(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess
         [sys.executable, "-m", "ordo.cli", "sandbox", "--duration", "20", "--no-spark",
          "--report", str(report_path), "--workdir", str(tmp_path / "run"), *options],
         capture_output=True, text=True, timeout=240,
+        env={**os.environ, "ORDO_SCENARIO_DEBUG": "1"},  # consumers report their offsets
     )  # fmt: skip
     print(f"sandbox took {time.monotonic() - started:.1f}s\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
     assert report_path.exists(), done.stderr[-2000:]
     report = json.loads(report_path.read_text())
     failed = [c for c in report["checks"] if not c["ok"]]
+    if failed:  # the workdir does not outlive CI: keep the consumers' last words in its log
+        for err in sorted((tmp_path / "run").glob("consumer-*.err")):
+            lines = [
+                line for line in err.read_text(errors="replace").splitlines() if not line.startswith("%")
+            ]
+            print(f"--- {err.name}, last lines:", *lines[-8:], sep="\n")
     assert done.returncode == 0 and report["ok"], failed
     return done, report
 

@@ -201,6 +201,13 @@ def test_any_failed_check_fails_the_run(change: dict[str, object]) -> None:
     assert not report.ok
 
 
+def test_orders_the_consumers_never_processed_are_named_with_their_place_in_kafka() -> None:
+    report = _report(lost_at=["k1 #4 at p3@812"])
+    report.consumers.lost = 1
+    detail = next(c for c in checks(report) if c.name == "consumers lost nothing")
+    assert not detail.ok and detail.detail == "1 orders never processed: k1 #4 at p3@812"
+
+
 def test_redeliveries_to_consumers_do_not_fail_the_run() -> None:
     report = _report()
     report.consumers.duplicates = 5  # consumers are at-least-once; Kafka holds each order once

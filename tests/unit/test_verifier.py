@@ -32,3 +32,12 @@ def test_redelivery_is_a_duplicate_not_a_violation_and_loss_is_counted(tmp_path:
     )
     verdict = verify(delivered, [log])
     assert (verdict.duplicates, verdict.order_violations, verdict.lost) == (2, 0, 1)
+    assert verdict.missing == [("a", 3)] and "never processed: a #3" in verdict.summary()
+
+
+def test_the_verdict_names_the_first_orders_never_processed(tmp_path: Path) -> None:
+    log = _log(tmp_path / "c0.log", ["1 b 1 0 0"])
+    verdict = verify({"a": 8, "b": 3}, [log])
+    assert verdict.lost == 10 and verdict.missing == [*(("a", n) for n in range(8)), ("b", 0), ("b", 2)]
+    many = verify({"k": 30}, [log])
+    assert many.lost == 30 and len(many.missing) == 10

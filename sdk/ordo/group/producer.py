@@ -310,12 +310,12 @@ class GroupProducer:
             return {}
         with ThreadPoolExecutor(max_workers=min(8, len(partitions))) as pool:
             futures = {p: pool.submit(open_one, p) for p in partitions}
-        errors = [error for f in futures.values() if (error := f.exception()) is not None]
+        errors = {p: error for p, f in futures.items() if (error := f.exception()) is not None}
         if errors:  # none is taken: the assignment is applied again, from the start
-            for future in futures.values():
-                if future.exception() is None:
+            for p, future in futures.items():
+                if p not in errors:
                     future.result().close(5)
-            raise errors[0]
+            raise next(iter(errors.values()))
         return {p: f.result() for p, f in futures.items()}
 
     def _ordered_producer(self, config: Mapping[str, Any], producer_id: str) -> OrderedProducer:

@@ -16,7 +16,16 @@ from typing import Any
 from ..scenario.verify import KeyOrder, Processed
 from .view import MemberRow, Snapshot
 
-__all__ = ["LiveOrder", "LogTail", "Monitor", "Sources", "closed_gates", "kafka_end_offsets", "slow_units"]
+__all__ = [
+    "LiveOrder",
+    "LogTail",
+    "Monitor",
+    "Sources",
+    "closed_gates",
+    "kafka_end_offsets",
+    "partition_progress",
+    "slow_units",
+]
 
 _log = logging.getLogger(__name__)
 GATES_PREFIX = "closed gates: "
@@ -234,6 +243,34 @@ def _since(rfc3339: str | None) -> float | None:
     except ValueError:
         return None
     return max(0.0, time.time() - began.timestamp())
+
+
+def partition_progress(bootstrap: str, topic: str, group: str) -> str:
+    """Per partition of ``topic``: its end, its last stable offset and ``group``'s committed offset
+    (a drain that stops short shows whether a transaction holds readers back or a consumer stalled)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    def client(isolation: str) -> Any:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
+
+    uncommitted, committed = client("read_uncommitted"), client("read_committed")
+    try:
+        metadata = uncommitted.list_topics(topic, timeout=5).topics.get(topic)
+        partitions = [TopicPartition(topic, p) for p in sorted(metadata.partitions if metadata else ())]
+        group_at = {
+            t.partition: t.offset for t in committed.committed(partitions, timeout=5) if t.offset >= 0
+        }
+        rows = []
+        for tp in partitions:
+            end = uncommitted.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+            stable = committed.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+            rows.append(
+                f"p{tp.partition} end {end} stable {stable} group {group_at.get(tp.partition, 'none')}"
+            )
+        return "; ".join(rows)
+    finally:
+        uncommitted.close()
+        committed.close()
 
 
 def kafka_end_offsets(consumer: Any, topic: str) -> tuple[int, int]:

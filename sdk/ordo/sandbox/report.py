@@ -52,6 +52,8 @@ class SandboxReport:
     spark: SparkOutcome | None = None
     spark_skipped: str = ""
     workdir: str = ""
+    lost_at: list[str] = field(default_factory=list)
+    """Where the first orders the consumers never processed sit in Kafka ("key #n at p3@812")."""
 
     @property
     def ok(self) -> bool:
@@ -85,7 +87,12 @@ def checks(report: SandboxReport) -> list[Check]:
             kafka.order_violations == 0,
             f"{kafka.order_violations} violations over {kafka.epochs} epoch(s)",
         ),
-        Check("consumers lost nothing", consumers.lost == 0, f"{consumers.lost} orders never processed"),
+        Check(
+            "consumers lost nothing",
+            consumers.lost == 0,
+            f"{consumers.lost} orders never processed"
+            + (f": {', '.join(report.lost_at)}" if report.lost_at else ""),
+        ),
         Check(
             "consumers kept per-key order",
             consumers.order_violations == 0,

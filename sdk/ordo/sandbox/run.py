@@ -32,7 +32,7 @@ from ..scenario.verify import verify
 from ..testbed.pods import PLACEHOLDER_IMAGE
 from ..testbed.waiting import wait_for
 from . import source
-from .monitor import Monitor, Sources, kafka_end_offsets
+from .monitor import Monitor, Sources, kafka_end_offsets, partition_progress
 from .records import check_topic, read_epochs, read_topic
 from .report import SandboxReport, StageOutcome
 from .spark import SparkPipeline, unavailable
@@ -87,6 +87,7 @@ class Sandbox:
         self.outcomes: list[StageOutcome] = []
         self.members: list[Any] = []  # ordo.testbed.pods.Pod
         self.consumers: list[subprocess.Popen[bytes]] = []
+        self.reader_group = f"{options.topic}-readers-{uuid.uuid4().hex[:6]}"
         self.spark: SparkPipeline | None = None
         self.spark_skipped = "" if options.spark else "--no-spark"
         self._next = 0  # the next stage's index, for the view
@@ -262,7 +263,7 @@ class Sandbox:
         return pod
 
     def _start_consumers(self, stack: ExitStack, bootstrap: str) -> None:
-        group = f"{self.o.topic}-readers-{uuid.uuid4().hex[:6]}"
+        group = self.reader_group
         for i in range(CONSUMERS):
             name = f"consumer-{i}"
             log, err = self.workdir / f"{name}.log", self.workdir / f"{name}.err"
@@ -352,8 +353,12 @@ class Sandbox:
     def _drain(self, orders: int) -> None:
         """Wait until the consumers processed every order (the members copy the rest first)."""
         self._say(f"draining: {orders:,} orders to reach the consumers")
-        with contextlib.suppress(AssertionError):  # what did not arrive, the report shows
+        try:
             wait_for(lambda: self.monitor.order.check.distinct >= orders, 120, "the consumers", step=0.5)
+        except AssertionError:  # what did not arrive, the report shows; where Kafka and the group are:
+            distinct = self.monitor.order.check.distinct
+            progress = partition_progress(self.bootstrap, self.o.topic, self.reader_group)
+            self._say(f"the consumers stopped {orders - distinct:,} orders short: {progress}")
         if self.spark is not None:
             spark = self.spark
             with contextlib.suppress(AssertionError):
@@ -368,6 +373,10 @@ class Sandbox:
         records, unreadable = read_topic(config, self.o.topic)
         kafka = check_topic(self.o.topic, records, read_epochs(config, self.o.topic), expected, unreadable)
         consumers = verify(expected, list(self.sources.consumer_logs.values()))
+        places = {(r.key, r.seq): f"p{r.partition}@{r.offset}" for r in records}
+        lost_at = [
+            f"{key} #{seq} at {places.get((key, seq), 'no place in Kafka')}" for key, seq in consumers.missing
+        ]
         spark = None
         if self.spark is not None:
             self.spark.stop()
@@ -386,6 +395,7 @@ class Sandbox:
             spark=spark,
             spark_skipped=self.spark_skipped,
             workdir=str(self.workdir),
+            lost_at=lost_at,
         )
 
     # --- output -------------------------------------------------------------------------------

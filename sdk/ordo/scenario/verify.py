@@ -31,6 +31,8 @@ class Verdict:
     lost: int = 0
     order_violations: int = 0
     examples: list[str] = field(default_factory=list)
+    missing: list[tuple[str, int]] = field(default_factory=list)
+    """The first few (key, number) never processed: where they sit tells why."""
 
     @property
     def ok(self) -> bool:
@@ -40,7 +42,12 @@ class Verdict:
         return (
             f"delivered {self.delivered}, processed {self.processed}, duplicates {self.duplicates}, "
             f"lost {self.lost}, order violations {self.order_violations}"
+            + (f" (never processed: {_pairs(self.missing)})" if self.missing else "")
         )
+
+
+def _pairs(pairs: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{key} #{seq}" for key, seq in pairs)
 
 
 def read_delivered(paths: Iterable[Path]) -> dict[str, int]:
@@ -99,6 +106,16 @@ class KeyOrder:
             count - len(self.seen.get(key, set()) & set(range(count))) for key, count in delivered.items()
         )
 
+    def missing(self, delivered: dict[str, int], limit: int) -> list[tuple[str, int]]:
+        """The first ``limit`` (key, number) pairs of ``delivered`` never seen, in key order."""
+        out: list[tuple[str, int]] = []
+        for key, count in sorted(delivered.items()):
+            seen = self.seen.get(key, set())
+            out += [(key, seq) for seq in range(count) if seq not in seen][: limit - len(out)]
+            if len(out) >= limit:
+                break
+        return out
+
 
 def verify(delivered: dict[str, int], consumer_logs: Iterable[Path]) -> Verdict:
     """Merge the consumers' logs by time and check every key (see :class:`KeyOrder`)."""
@@ -110,6 +127,7 @@ def verify(delivered: dict[str, int], consumer_logs: Iterable[Path]) -> Verdict:
         processed=check.records,
         duplicates=check.duplicates,
         lost=check.lost(delivered),
+        missing=check.missing(delivered, 10),
         order_violations=check.order_violations,
         examples=check.examples,
     )
