@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -248,15 +248,14 @@ def _since(rfc3339: str | None) -> float | None:
 def partition_progress(bootstrap: str, topic: str, group: str) -> str:
     """Per partition of ``topic``: its end, its last stable offset and ``group``'s committed offset
     (a drain that stops short shows whether a transaction holds readers back or a consumer stalled)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     def client(isolation: str) -> Any:
         return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
 
     uncommitted, committed = client("read_uncommitted"), client("read_committed")
     try:
-        metadata = uncommitted.list_topics(topic, timeout=5).topics.get(topic)
-        partitions = [TopicPartition(topic, p) for p in sorted(metadata.partitions if metadata else ())]
+        partitions = _partitions(uncommitted, topic)
         group_at = {
             t.partition: t.offset for t in committed.committed(partitions, timeout=5) if t.offset >= 0
         }
@@ -275,9 +274,13 @@ def partition_progress(bootstrap: str, topic: str, group: str) -> str:
 
 def kafka_end_offsets(consumer: Any, topic: str) -> tuple[int, int]:
     """(partitions, the sum of their end offsets): records, aborted ones and transaction markers."""
+    partitions = _partitions(consumer, topic)
+    return len(partitions), sum(consumer.get_watermark_offsets(tp, timeout=5)[1] for tp in partitions)
+
+
+def _partitions(client: Any, topic: str) -> list[Any]:
+    """The ``TopicPartition``s of ``topic`` as the broker lists them now (none if it does not exist)."""
     from confluent_kafka import TopicPartition
 
-    metadata = consumer.list_topics(topic, timeout=5).topics.get(topic)
-    partitions: Sequence[int] = sorted(metadata.partitions) if metadata is not None else []
-    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in partitions]
-    return len(partitions), sum(ends)
+    metadata = client.list_topics(topic, timeout=5).topics.get(topic)
+    return [TopicPartition(topic, p) for p in sorted(metadata.partitions if metadata is not None else ())]

@@ -356,9 +356,12 @@ class Sandbox:
         try:
             wait_for(lambda: self.monitor.order.check.distinct >= orders, 120, "the consumers", step=0.5)
         except AssertionError:  # what did not arrive, the report shows; where Kafka and the group are:
-            distinct = self.monitor.order.check.distinct
-            progress = partition_progress(self.bootstrap, self.o.topic, self.reader_group)
-            self._say(f"the consumers stopped {orders - distinct:,} orders short: {progress}")
+            short = orders - self.monitor.order.check.distinct
+            try:
+                progress = partition_progress(self.bootstrap, self.o.topic, self.reader_group)
+            except Exception as error:  # a diagnosis that fails must not cost the report
+                progress = f"(partitions unreadable: {error})"
+            self._say(f"the consumers stopped {short:,} orders short: {progress}")
         if self.spark is not None:
             spark = self.spark
             with contextlib.suppress(AssertionError):
@@ -373,7 +376,8 @@ class Sandbox:
         records, unreadable = read_topic(config, self.o.topic)
         kafka = check_topic(self.o.topic, records, read_epochs(config, self.o.topic), expected, unreadable)
         consumers = verify(expected, list(self.sources.consumer_logs.values()))
-        places = {(r.key, r.seq): f"p{r.partition}@{r.offset}" for r in records}
+        missing = set(consumers.missing)
+        places = {(r.key, r.seq): f"p{r.partition}@{r.offset}" for r in records if (r.key, r.seq) in missing}
         lost_at = [
             f"{key} #{seq} at {places.get((key, seq), 'no place in Kafka')}" for key, seq in consumers.missing
         ]

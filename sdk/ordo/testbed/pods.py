@@ -50,6 +50,11 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def pod_ready(pod: Any) -> bool:
+    """Whether a ``V1Pod`` has its Ready condition True."""
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
 def _conditions(ready: bool) -> list[dict[str, str]]:
     now = _now()
     flag = "True" if ready else "False"
@@ -224,8 +229,7 @@ class Pod:
             ) from None
 
     def _ready(self) -> bool:
-        conditions = self.read().status.conditions or []
-        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+        return pod_ready(self.read())
 
     def _watch_process(self) -> None:
         assert self.process is not None
@@ -357,16 +361,12 @@ class PodSet:
         """Each pod's state and the tails of its output, after asking the running ones to dump
         every thread's stack (SIGUSR1; ordo's programs register faulthandler for it): what a
         failed wait needs to be understood."""
-        sizes = {pod: pod.stderr_path.stat().st_size if pod.stderr_path.exists() else 0 for pod in self.pods}
+        sizes = {pod: _size(pod.stderr_path) for pod in self.pods}
         running = [pod for pod in self.pods if pod.returncode is None]
         for pod in running:
             pod._signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(
-            (pod.stderr_path.stat().st_size if pod.stderr_path.exists() else 0) == sizes[pod]
-            for pod in running
-        ):
-            time.sleep(0.1)  # until every running pod's stderr grew (the stacks are written), or 3 s
+        with contextlib.suppress(AssertionError):  # a pod that wrote nothing in 3 s: show what there is
+            wait_for(lambda: all(_size(pod.stderr_path) > sizes[pod] for pod in running), 3, "stacks", 0.1)
         out = []
         for pod in self.pods:
             out.append(f"--- pod {pod.name} (exit code {pod.returncode})")
@@ -397,3 +397,7 @@ class PodSet:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ def serve(release: Path) -> None:
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
+    faulthandler.register(signal.SIGUSR1)  # as ordo's programs do: PodSet.last_words asks for stacks
     print("ready", flush=True)
     while True:
         time.sleep(0.05)

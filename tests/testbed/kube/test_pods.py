@@ -55,6 +55,13 @@ def test_pod_reads_its_own_pod_through_its_env(pods: PodSet) -> None:
     assert ready(pod) == "False"
 
 
+def test_last_words_hold_each_pods_output_and_its_threads_stacks(pods: PodSet, tmp_path: Path) -> None:
+    serving(pods, tmp_path)
+    words = pods.last_words()
+    assert words.startswith("--- pod member-0 (exit code None)") and "ready" in words
+    assert "Current thread" in words and "in serve" in words  # the stack faulthandler wrote
+
+
 def test_running_pod_is_ready(pods: PodSet, tmp_path: Path) -> None:
     pod = serving(pods, tmp_path)
     body = pod.read()

@@ -125,6 +125,8 @@ class ProxyCore:
             for topic_response in response.responses:
                 for part in topic_response.partitions:
                     key = (topic_response.topic, int(part.partition_index))
+                    if key in result:  # known from an earlier try
+                        continue
                     high = int(part.high_watermark)
                     result[key] = Watermarks(high, await self.stable_offset(*key, None, high))
             if all((t, p) in result for t, parts in by_topic.items() for p in parts):

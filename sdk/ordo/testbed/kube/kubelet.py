@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..pods import PLACEHOLDER_IMAGE
+from ..pods import PLACEHOLDER_IMAGE, pod_ready
 
 __all__ = ["PlaceholderKubelet"]
 
@@ -60,7 +60,7 @@ class PlaceholderKubelet:
             name = pod.metadata.name
             if pod.metadata.deletion_timestamp is not None:
                 self._core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-            elif not any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+            elif not pod_ready(pod):
                 self._core.patch_namespaced_pod_status(name, self.namespace, {"status": _RUNNING})
                 self.served.add(name)
 
