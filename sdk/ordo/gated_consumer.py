@@ -91,6 +91,9 @@ class GatedConsumer:
         self._next_skip_check = 0.0
         self._user_assign, self._user_revoke = on_assign, on_revoke
         self.gate_waits: list[float] = []  # seconds each closed gate held its partition
+        # Every pause, resume, assignment change, offset stored and batch fetched, at DEBUG: what
+        # it takes to place a record that was never handed out (ORDO_SCENARIO_DEBUG turns it on).
+        self._trace = _log.isEnabledFor(logging.DEBUG)
         self._unsubscribe = self._log.subscribe(self._on_history)
         self._log.wait_caught_up(10.0)
         if assignment is not None:  # manual assignment: no group membership; commits still count
@@ -119,7 +122,10 @@ class GatedConsumer:
             admitted.append(self._ready.popleft())
         if len(admitted) < num_messages:
             wait = 0.0 if admitted else min(timeout, self._next_check_in()) if self._held else timeout
-            admitted += self._admit_all(self._consumer.consume(num_messages - len(admitted), wait))
+            fetched = self._consumer.consume(num_messages - len(admitted), wait)
+            if self._trace and fetched:
+                _log.debug("fetched %s", _spans(fetched))
+            admitted += self._admit_all(fetched)
         self._pending_store = [m for m in admitted if m.error() is None]
         return admitted
 
@@ -228,6 +234,8 @@ class GatedConsumer:
         now = time.monotonic()
         held = self._held[tp] = _Held(gate, now, now + self._min_backoff, self._min_backoff, [], stamped)
         self._consumer.pause([TopicPartition(*tp)])
+        if self._trace:
+            _log.debug("pause %s at %d: %s (stamped %s)", tp, gate.offset, dict(gate.waiting_for), stamped)
         metrics.gates_closed(tp[0], sum(1 for t, _ in self._held if t == tp[0]))
         return held
 
@@ -281,6 +289,8 @@ class GatedConsumer:
                 metrics.gates_closed(tp[0], sum(1 for t, _ in self._held if t == tp[0]))
                 # the buffered records go first; a later one may meet the next epoch's gate
                 self._ready.extend(self._admit_all(held.buffer))
+                if self._trace:
+                    _log.debug("gate of %s at %d open: %s", tp, held.gate.offset, _spans(held.buffer))
                 if tp not in self._held:
                     self._consumer.resume([TopicPartition(*tp)])
             else:
@@ -335,6 +345,8 @@ class GatedConsumer:
                 processed[key] = done
                 skipped.append(TopicPartition(tp.topic, tp.partition, done))
         if skipped:
+            if self._trace:
+                _log.debug("store passed %s", {(t.topic, t.partition): t.offset for t in skipped})
             self._consumer.store_offsets(offsets=skipped)
 
     def _store_handed_out(self) -> None:
@@ -347,6 +359,8 @@ class GatedConsumer:
         for (topic, partition), offset in latest.items():
             processed[(topic, partition)] = offset + 1
             offsets.append(TopicPartition(topic, partition, offset + 1))
+        if self._trace:
+            _log.debug("store handed out %s", {(t.topic, t.partition): t.offset for t in offsets})
         self._consumer.store_offsets(offsets=offsets)
         self._pending_store = []
 
@@ -371,6 +385,8 @@ class GatedConsumer:
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # librdkafka keeps a partition's pause flag across revoke and re-assign: a partition that
         # was held when it went away would come back paused with no gate to reopen it
+        if self._trace:
+            _log.debug("assigned %s", [(tp.topic, tp.partition, tp.offset) for tp in partitions])
         consumer.resume(partitions)
         if self._user_assign is not None:
             self._user_assign(consumer, partitions)
@@ -378,6 +394,9 @@ class GatedConsumer:
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Only what was handed out: called from within consume(), the position may already count
         # records this call is about to hand out.
+        if self._trace:
+            revoked = [(tp.topic, tp.partition) for tp in partitions]
+            _log.debug("revoked %s; held %s", revoked, list(self._held))
         if self._pending_store:
             self._store_handed_out()
         held = [tp for tp in partitions if (tp.topic, tp.partition) in self._held]
@@ -401,6 +420,17 @@ def _epoch_end(history: EpochHistory, partition: int, offset: int) -> float:
             if threshold > offset:
                 return threshold
     return math.inf
+
+
+def _spans(messages: Iterable[Message]) -> str:
+    """Per partition, the first and last offset of ``messages`` and how many there were."""
+    spans: dict[tuple[Any, Any], list[int]] = {}
+    for message in messages:
+        if message.error() is None:
+            offset: int = message.offset()  # type: ignore[assignment]
+            span = spans.setdefault((message.topic(), message.partition()), [offset, offset, 0])
+            span[1], span[2] = offset, span[2] + 1
+    return " ".join(f"{t}[{p}]@{a}-{b}({n})" for (t, p), (a, b, n) in spans.items())
 
 
 def _position(message: Message) -> tuple[TP, int]:

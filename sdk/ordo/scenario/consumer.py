@@ -7,6 +7,7 @@ by all processes). ``--plain`` uses the raw confluent-kafka Consumer: the contro
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -41,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         "topic.metadata.refresh.interval.ms": 1000,
         "on_commit": _report_commit,
     }
+    if os.environ.get("ORDO_SCENARIO_DEBUG"):  # the gate's pauses, resumes and stored offsets
+        logging.basicConfig(stream=sys.stderr, format="%(created).3f %(message)s")
+        logging.getLogger("ordo.gated_consumer").setLevel(logging.DEBUG)
+    if os.environ.get("ORDO_SCENARIO_RDKAFKA_DEBUG"):  # e.g. "cgrp,fetch": librdkafka's own view
+        config["debug"] = os.environ["ORDO_SCENARIO_RDKAFKA_DEBUG"]
     consumer: GatedConsumer | Consumer
     if args.plain:
         consumer = Consumer(config)
@@ -79,6 +85,9 @@ def _report_commit(error: Any, partitions: list[Any]) -> None:
     failed = [f"{p.partition}:{p.error}" for p in partitions if p.error is not None]
     if error is not None or failed:
         print(f"commit failed: {error} {failed}", file=sys.stderr, flush=True)
+    elif os.environ.get("ORDO_SCENARIO_DEBUG"):
+        done = {p.partition: p.offset for p in partitions}
+        print(f"{time.time():.3f} committed {done}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
