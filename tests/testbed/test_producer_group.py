@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ordo.group.checkpoints import CheckpointLog
 from ordo.scenario.sources import verify_sources
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import Kube
@@ -37,11 +38,22 @@ class Bed:
     topic: str
     groups: Groups
     members: list[Pod] = field(default_factory=list)
+    checkpoint_topic: str = ""
 
     def group(self, partitions: int, **spec: Any) -> None:
         spec.setdefault("sessionTimeoutSeconds", 3)
-        spec.setdefault("checkpointTopic", self.kafka.topic("checkpoints"))
+        self.checkpoint_topic = spec.setdefault("checkpointTopic", self.kafka.topic("checkpoints"))
         self.groups.create(GROUP, partitions, LABELS, **spec)
+
+    def committed_checkpoints(self) -> dict[int, str]:
+        """The checkpoints committed to Kafka now, read from the checkpoint topic itself (the
+        status mirrors them on the operator's next pass, so it may lag)."""
+        log = CheckpointLog({"bootstrap.servers": self.kafka.bootstrap}, self.checkpoint_topic)
+        try:
+            assert log.catch_up(30), "the checkpoint topic could not be read to its end"
+            return {p: c.checkpoint for p, c in log.of_group(self.kube.namespace, GROUP).items()}
+        finally:
+            log.close()
 
     def member(self, name: str, records: int = 200, batch: int = 10, rate: float = 20) -> Pod:
         argv = group_member_argv(
@@ -126,7 +138,7 @@ def test_a_restarted_member_resumes_from_its_checkpoints(bed: Bed) -> None:
     )
     first.sigterm()
     first.wait(30)
-    committed = _checkpoints(bed)
+    committed: dict[int, str | None] = dict(bed.committed_checkpoints())
     again = bed.member("m-0", records=400, rate=0)
     wait_for(lambda: assigned(again), 30, "the restarted member's assignment")
     assert assigned(again) == committed, "it resumes exactly where the committed checkpoints say"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -225,6 +226,7 @@ class KafkaTestbed:
 
     def start(self) -> KafkaTestbed:
         began = time.monotonic()
+        _trace_to(os.environ.get(TRACE_ENV))
         self.broker.start()
         try:
             self.start_proxy()
@@ -289,3 +291,19 @@ def run_foreground(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+TRACE_ENV = "ORDO_TESTBED_TRACE"
+"""A file to which the proxy writes its DEBUG trace: every transaction it indexes (opened,
+committed, aborted, per partition) and every read_committed answer that lists aborted ones."""
+
+
+def _trace_to(path: str | None) -> None:
+    logger = logging.getLogger("ordo.testbed.kafka")
+    if not path or any(getattr(h, "ordo_trace", False) for h in logger.handlers):
+        return
+    handler = logging.FileHandler(path)
+    handler.ordo_trace = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(created).3f %(name)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)

@@ -149,7 +149,9 @@ class ProxyCore:
         ``blob`` (the records of the Fetch being answered) is indexed first when it continues the
         scan, so a consumer reading at the tail usually costs no extra request.
         """
-        index = self.txn_indexes.setdefault((topic, partition), TxnIndex())
+        index = self.txn_indexes.get((topic, partition))
+        if index is None:
+            index = self.txn_indexes[(topic, partition)] = TxnIndex(name=f"{topic}[{partition}]")
         index.feed(blob)
         waits = iter(_RETRY_WAITS_MS)
         wait_ms = next(waits)

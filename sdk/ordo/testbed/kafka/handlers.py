@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ from . import entities, wire
 from .core import MIN_FETCH_WAIT_MS, ProxyCore
 from .entities import FETCH, LIST_OFFSETS, PRODUCE, Shape, blank, element_type
 from .records import batches
+
+_log = logging.getLogger(__name__)
 
 ResponseHook = Callable[[bytes], Awaitable[bytes]]
 _HELD_FETCH_WAIT = 0.05  # seconds a read_committed fetch held at an open transaction waits
@@ -211,6 +214,12 @@ async def _fix_fetch_partition(
         changes["aborted_transactions"] = tuple(
             entry(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted
         )
+        if aborted:
+            _log.debug(
+                "%s[%d] read_committed from %d below %d (stable %d): aborted %s",
+                topic, partition, offsets.get((topic, partition), 0), upper, stable,
+                [(t.producer_id, t.first_offset, t.marker_offset) for t in aborted],
+            )  # fmt: skip
     return dataclasses.replace(part, **changes)
 
 

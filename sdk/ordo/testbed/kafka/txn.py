@@ -8,9 +8,12 @@ Produce/EndTxn traffic keeps it exact after a proxy restart and for writes the p
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from .records import ABORT_MARKER, batches, control_type
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,7 @@ class TxnIndex:
     """Per-partition index; ``scanned_to`` is the first offset not yet read."""
 
     scanned_to: int = 0
+    name: str = ""  # topic[partition], for the trace
     open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
     aborted: list[AbortedTxn] = field(default_factory=list)
 
@@ -37,9 +41,20 @@ class TxnIndex:
                 return False
             if batch.control:
                 first = self.open.pop(batch.producer_id, None)
-                if first is not None and control_type(blob or b"", batch) == ABORT_MARKER:
+                marker = control_type(blob or b"", batch)
+                if first is not None and marker == ABORT_MARKER:
                     self.aborted.append(AbortedTxn(batch.producer_id, first, batch.base_offset))
+                _log.debug(
+                    "%s: %s marker of pid %d epoch %d at %d (opened at %s)",
+                    self.name, "abort" if marker == ABORT_MARKER else "commit",
+                    batch.producer_id, batch.producer_epoch, batch.base_offset, first,
+                )  # fmt: skip
             elif batch.transactional:
+                if batch.producer_id not in self.open:
+                    _log.debug(
+                        "%s: pid %d epoch %d opens at %d",
+                        self.name, batch.producer_id, batch.producer_epoch, batch.base_offset,
+                    )  # fmt: skip
                 self.open.setdefault(batch.producer_id, batch.base_offset)
             self.scanned_to = batch.last_offset + 1
         return True
