@@ -11,8 +11,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.fetch.v12.request import FetchRequest
 
-from ordo.testbed.kafka import KafkaTestbed
+from ordo.testbed.kafka import KafkaTestbed, wire
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.records import batches
 from ordo.testbed.kafka.testing import consume, values
 
 pytestmark = pytest.mark.testbed
@@ -177,3 +178,49 @@ def test_the_last_stable_offset_holds_when_the_broker_answers_a_scan_with_nothin
     monkeypatch.setattr(upstream, "request", first_scan_answers_nothing)
     assert _ends(kafka.bootstrap, topic, isolation="read_committed") == total
     assert emptied, "the scan was not answered with nothing: the test proves nothing"
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_an_answer_with_a_hole_is_cut_there_and_the_client_reads_it_again(
+    kafka: KafkaHandle, monkeypatch: pytest.MonkeyPatch, isolation: str
+) -> None:
+    """Tansu reserves a batch's offsets before it stores the batch and answers a Fetch with what
+    is stored, so with several producers on one partition an answer can miss a batch that lands
+    a moment later (seen: 5 holes in 20 s of 8 transactional producers). librdkafka moves past
+    such a hole for good: the proxy must answer only up to it."""
+    kafka.require_faults()
+    topic = kafka.create_topic(1)
+    total = _produce_batches(Producer(kafka.config()), topic, [2, 3, 2, 3])
+    real, holed = wire.decode_response, list[int]()
+
+    def second_batch_missing_once(api_key: int, version: int, raw: bytes) -> Any:
+        response = real(api_key, version, raw)
+        if api_key != 1 or holed:
+            return response
+        for answer in response.responses:
+            for part in answer.partitions:
+                found = list(batches(part.records)) if answer.topic == topic else []
+                if len(found) > 2:
+                    holed.append(found[1].base_offset)
+                    blob = part.records[: found[1].start] + part.records[found[1].end :]
+                    return _with_records(response, topic, blob)
+        return response
+
+    monkeypatch.setattr(wire, "decode_response", second_batch_missing_once)
+    reader = _reader(kafka, topic, isolation)
+    try:
+        seen = values(consume(reader, until_eof=1))
+    finally:
+        reader.close()
+    assert holed == [2], "no answer had its second batch taken out: the test proves nothing"
+    assert seen == [b"v%d" % i for i in range(total)]
+
+
+def _with_records(response: Any, topic: str, blob: bytes) -> Any:
+    answers = []
+    for answer in response.responses:
+        if answer.topic == topic:
+            parts = tuple(dataclasses.replace(p, records=blob) for p in answer.partitions)
+            answer = dataclasses.replace(answer, partitions=parts)
+        answers.append(answer)
+    return dataclasses.replace(response, responses=tuple(answers))

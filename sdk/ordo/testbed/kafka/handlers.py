@@ -17,7 +17,7 @@ from kio.static.primitive import i8, i32Timedelta
 from . import entities, wire
 from .core import MIN_FETCH_WAIT_MS, ProxyCore
 from .entities import FETCH, LIST_OFFSETS, PRODUCE, Shape, blank, element_type
-from .records import batches
+from .records import batches, hole_at
 
 _log = logging.getLogger(__name__)
 
@@ -184,32 +184,40 @@ async def _fix_fetch_partition(
 ) -> Any:
     if part.error_code != ErrorCode.none:
         return part
+    partition = int(part.partition_index)
+    fetch_offset = offsets.get((topic, partition), 0)
+    changes: dict[str, Any] = {}
+    records = part.records
+    hole = hole_at(records, fetch_offset)
+    if hole is not None and records is not None:
+        # only what continues the log: the client fetches the rest again, once Tansu stored it
+        records = changes["records"] = records[: hole.start]
+        _log.debug("%s[%d] fetch from %d: hole before %d, answered up to it", topic, partition,
+                   fetch_offset, hole.base_offset)  # fmt: skip
     high = int(part.high_watermark)
     end = high
-    for batch in batches(part.records):
+    for batch in batches(records):
         end = max(end, batch.last_offset + 1)
-    changes: dict[str, Any] = {}
     if end > high:  # never report a high watermark below records we hand out
         changes["high_watermark"] = end
     if isolation != 1:
         return dataclasses.replace(part, **changes) if changes else part
     # read_committed: only what lies below the last stable offset, with the aborted transactions
     # in it listed (the client drops their records), as Kafka answers
-    partition = int(part.partition_index)
-    stable = await core.stable_offset(topic, partition, part.records, max(end, high))
-    kept, upper, transactional, cut = 0, offsets.get((topic, partition), 0), False, False
-    for batch in batches(part.records):
+    stable = await core.stable_offset(topic, partition, records, max(end, high))
+    kept, upper, transactional, cut = 0, fetch_offset, False, False
+    for batch in batches(records):
         if batch.last_offset >= stable:
             cut = True
             break
         kept, upper = batch.end, batch.last_offset + 1
         transactional = transactional or (batch.transactional and not batch.control)
     changes["last_stable_offset"] = stable
-    if cut and part.records is not None:  # a truncated trailing batch stays: the client skips it
-        changes["records"] = part.records[:kept]
+    if cut and records is not None:  # a truncated trailing batch stays: the client skips it
+        changes["records"] = records[:kept]
     if transactional:
         index = core.txn_indexes[(topic, partition)]
-        aborted = index.overlapping(offsets.get((topic, partition), 0), upper)
+        aborted = index.overlapping(fetch_offset, upper)
         entry = element_type(type(part), "aborted_transactions")
         changes["aborted_transactions"] = tuple(
             entry(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted
@@ -217,7 +225,7 @@ async def _fix_fetch_partition(
         if aborted:
             _log.debug(
                 "%s[%d] read_committed from %d below %d (stable %d): aborted %s",
-                topic, partition, offsets.get((topic, partition), 0), upper, stable,
+                topic, partition, fetch_offset, upper, stable,
                 [(t.producer_id, t.first_offset, t.marker_offset) for t in aborted],
             )  # fmt: skip
     return dataclasses.replace(part, **changes)

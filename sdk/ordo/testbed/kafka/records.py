@@ -65,6 +65,23 @@ def batches(blob: bytes | None) -> Iterator[BatchHeader]:
         pos = end
 
 
+def hole_at(blob: bytes | None, offset: int) -> BatchHeader | None:
+    """The first complete batch of ``blob`` that does not continue the log from ``offset`` (the
+    offsets before it are missing from the answer), or None when the answer has no hole.
+
+    Tansu reserves a batch's offsets before it stores the batch, and a Fetch lists what is stored:
+    with producers writing one partition at once, an answer can skip a batch stored a moment
+    later. A client handed such an answer moves past the missing records for good."""
+    expected = offset
+    for batch in batches(blob):
+        if batch.last_offset < expected:
+            continue
+        if batch.base_offset > expected:
+            return batch
+        expected = batch.last_offset + 1
+    return None
+
+
 def control_type(blob: bytes, batch: BatchHeader) -> int:
     """ABORT_MARKER or COMMIT_MARKER for a control batch (its single record's key holds the type)."""
     _, base_timestamp, _ = _LAST_DELTA_AND_TIMESTAMPS.unpack_from(blob, batch.start + 23)
