@@ -15,7 +15,7 @@ help:
 	@echo "make crds     - regenerate crds/ from the pydantic models"
 	@echo "make e2e      - kind + real Kafka end-to-end suite (needs Docker)"
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
-	@echo "make soak     - 30 min chaos soak + every fault-injection case (ORDO_CHAOS_SEED replays a run)"
+	@echo "make soak     - 30 min chaos soak + every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -61,7 +61,8 @@ chaos: $(STAMP)
 
 soak: $(STAMP)
 	ORDO_SOAK=1 ORDO_CHAOS_SECONDS=$${ORDO_CHAOS_SECONDS:-1800} ORDO_CHAOS_REPORT=chaos-report.jsonl \
-	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/testbed/test_faults_handoff.py
+	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/testbed/test_faults_handoff.py \
+	  tests/testbed/test_expansion_crash.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -5,7 +5,6 @@ split, every record copied exactly once, and a condition/Event that says what ha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -17,10 +16,10 @@ from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.pods import Pod, PodSet
 from ordo.testbed.resources import Groups, group_member_argv
+from ordo.testbed.soak import soak_params
 from ordo.testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
-SOAK = bool(os.environ.get("ORDO_SOAK"))  # `make soak`: every crash point and API fault; CI: a few
 GROUP, LABELS, RECORDS = "handoff", {"app": "handoff"}, 150
 
 
@@ -93,7 +92,7 @@ CRASH_POINTS = [
 ]
 
 
-@pytest.mark.parametrize("crash_at", CRASH_POINTS)
+@pytest.mark.parametrize("crash_at", soak_params(CRASH_POINTS, CI_POINTS))
 def test_operator_killed_at_a_handoff_step_resumes_and_completes_it(handoff: Handoff, crash_at: str) -> None:
     handoff.operator.kill()
     handoff.operator.env["ORDO_TEST_CRASH_AT"] = crash_at
@@ -110,10 +109,7 @@ def test_operator_killed_at_a_handoff_step_resumes_and_completes_it(handoff: Han
 
 @pytest.mark.parametrize(
     "code",
-    [
-        500,
-        *(pytest.param(c, marks=[] if SOAK else [pytest.mark.skip("make soak runs it")]) for c in (409, 0)),
-    ],
+    soak_params([500, 409, 0], in_ci=[500]),
     ids=["500", "409", "slow"],
 )
 def test_kubernetes_api_failing_the_assignment_writes_is_retried(handoff: Handoff, code: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.fetch.v12.request import FetchRequest
 
-from ordo.testbed.kafka import KafkaTestbed, wire
+from ordo.testbed.kafka import KafkaTestbed, core, wire
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kafka.records import batches
 from ordo.testbed.kafka.testing import consume, values
@@ -191,29 +192,60 @@ def test_an_answer_with_a_hole_is_cut_there_and_the_client_reads_it_again(
     kafka.require_faults()
     topic = kafka.create_topic(1)
     total = _produce_batches(Producer(kafka.config()), topic, [2, 3, 2, 3])
+    holed = _answers_miss_the_second_batch(monkeypatch, topic, times=1)
+    assert _read_all(kafka, topic, isolation) == [b"v%d" % i for i in range(total)]
+    assert holed == [2], "no answer had its second batch taken out: the test proves nothing"
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_offsets_missing_for_good_hold_readers_only_for_the_grace_period(
+    kafka: KafkaHandle, monkeypatch: pytest.MonkeyPatch, isolation: str
+) -> None:
+    """Offsets reserved but never stored (a batch Tansu lost) must not hold readers for ever."""
+    kafka.require_faults()
+    monkeypatch.setattr(core, "HOLE_GRACE_SECONDS", 0.5)
+    topic = kafka.create_topic(1)
+    total = _produce_batches(Producer(kafka.config()), topic, [2, 3, 2, 3])
+    started = time.monotonic()
+    holed = _answers_miss_the_second_batch(monkeypatch, topic, times=None)
+    expected = [b"v%d" % i for i in range(total) if i not in (2, 3, 4)]
+    assert _read_all(kafka, topic, isolation, count=len(expected)) == expected
+    assert len(holed) > 1 and time.monotonic() - started >= 0.5, "the reader was not held at all"
+
+
+def _read_all(kafka: KafkaHandle, topic: str, isolation: str, count: int | None = None) -> list[bytes]:
+    """Every record to the partition's end (EOF), or the first ``count`` (a read_committed reader
+    held at a hole sees its end there)."""
+    reader = _reader(kafka, topic, isolation)
+    try:
+        return values(consume(reader, count, until_eof=None if count else 1))
+    finally:
+        reader.close()
+
+
+def _answers_miss_the_second_batch(
+    monkeypatch: pytest.MonkeyPatch, topic: str, times: int | None
+) -> list[int]:
+    """Make Tansu's Fetch answers for ``topic`` miss its second batch (offsets 2-4) while a later
+    one is there (``times`` answers, or all); returns where a batch was taken out, per answer."""
     real, holed = wire.decode_response, list[int]()
 
-    def second_batch_missing_once(api_key: int, version: int, raw: bytes) -> Any:
+    def second_batch_missing(api_key: int, version: int, raw: bytes) -> Any:
         response = real(api_key, version, raw)
-        if api_key != 1 or holed:
+        if api_key != 1 or (times is not None and len(holed) >= times):
             return response
         for answer in response.responses:
             for part in answer.partitions:
                 found = list(batches(part.records)) if answer.topic == topic else []
-                if len(found) > 2:
-                    holed.append(found[1].base_offset)
-                    blob = part.records[: found[1].start] + part.records[found[1].end :]
+                second = next((b for b in found if b.base_offset == 2), None)
+                if second is not None and second is not found[-1]:  # a later batch is stored
+                    holed.append(second.base_offset)
+                    blob = part.records[: second.start] + part.records[second.end :]
                     return _with_records(response, topic, blob)
         return response
 
-    monkeypatch.setattr(wire, "decode_response", second_batch_missing_once)
-    reader = _reader(kafka, topic, isolation)
-    try:
-        seen = values(consume(reader, until_eof=1))
-    finally:
-        reader.close()
-    assert holed == [2], "no answer had its second batch taken out: the test proves nothing"
-    assert seen == [b"v%d" % i for i in range(total)]
+    monkeypatch.setattr(wire, "decode_response", second_batch_missing)
+    return holed
 
 
 def _with_records(response: Any, topic: str, blob: bytes) -> Any:

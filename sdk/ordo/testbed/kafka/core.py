@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,10 @@ _FAR_OFFSET = 1 << 62
 # Waits of the side fetches that found nothing where the log has records: Tansu answers an
 # expired wait with no topics, and on a loaded machine 1 ms can expire before it has read them.
 _RETRY_WAITS_MS = (MIN_FETCH_WAIT_MS, 50, 200, 1000)
+# How long offsets may be missing from Tansu's answers (a batch reserved but not stored yet) before
+# they count as never coming, and readers are let past them: Tansu stores a batch milliseconds
+# after reserving its offsets, so a hole that lasts this long is lost offsets, not a late batch.
+HOLE_GRACE_SECONDS = 5.0
 
 _log = logging.getLogger(__name__)
 
@@ -61,6 +66,8 @@ class ProxyCore:
         self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
         self.advertised: tuple[str, int] = ("127.0.0.1", 0)
         self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
+        self._holes: dict[tuple[str, int, int], float] = {}  # hole's start -> first seen
+        self._lost: set[tuple[str, int, int]] = set()  # holes that lasted: offsets never stored
         self._create_lock = asyncio.Lock()
 
     async def close(self) -> None:
@@ -98,6 +105,24 @@ class ProxyCore:
                 self.registry.add_if_absent(name, visible)
                 return ErrorCode.none
             return error
+
+    def lasting_holes(self, topic: str, partition: int) -> Callable[[int], bool]:
+        """For :func:`records.hole_at` and :meth:`TxnIndex.feed`: whether the offsets missing
+        from ``start`` on in ``topic[partition]`` have been missing for HOLE_GRACE_SECONDS."""
+
+        def lasting(start: int) -> bool:
+            key, now = (topic, partition, start), time.monotonic()
+            if key in self._lost:
+                return True
+            first = self._holes.setdefault(key, now)
+            if now - first < HOLE_GRACE_SECONDS:
+                return False
+            self._lost.add(key)
+            _log.warning("%s[%d]: offsets from %d missing for %.0f s; readers go past them",
+                         topic, partition, start, now - first)  # fmt: skip
+            return True
+
+        return lasting
 
     async def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
         """True high watermark per partition, via one empty Fetch, and the last stable offset
@@ -152,7 +177,8 @@ class ProxyCore:
         index = self.txn_indexes.get((topic, partition))
         if index is None:
             index = self.txn_indexes[(topic, partition)] = TxnIndex(name=f"{topic}[{partition}]")
-        index.feed(blob)
+        lasting = self.lasting_holes(topic, partition)
+        index.feed(blob, lasting)
         waits = iter(_RETRY_WAITS_MS)
         wait_ms = next(waits)
         while index.scanned_to < high:
@@ -168,7 +194,7 @@ class ProxyCore:
             )
             answer = response.responses[0].partitions[0] if response.responses else None
             before = index.scanned_to
-            index.feed(answer.records if answer is not None else None)
+            index.feed(answer.records if answer is not None else None, lasting)
             if index.scanned_to == before:
                 wait_ms = next(waits, 0)
                 if not wait_ms:

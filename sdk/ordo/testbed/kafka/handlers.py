@@ -188,12 +188,12 @@ async def _fix_fetch_partition(
     fetch_offset = offsets.get((topic, partition), 0)
     changes: dict[str, Any] = {}
     records = part.records
-    hole = hole_at(records, fetch_offset)
+    hole = hole_at(records, fetch_offset, core.lasting_holes(topic, partition))
     if hole is not None and records is not None:
         # only what continues the log: the client fetches the rest again, once Tansu stored it
-        records = changes["records"] = records[: hole.start]
-        _log.debug("%s[%d] fetch from %d: hole before %d, answered up to it", topic, partition,
-                   fetch_offset, hole.base_offset)  # fmt: skip
+        records = changes["records"] = records[: hole.after.start]
+        _log.debug("%s[%d] fetch from %d: offsets %d-%d missing, answered up to them", topic,
+                   partition, fetch_offset, hole.start, hole.end - 1)  # fmt: skip
     high = int(part.high_watermark)
     end = high
     for batch in batches(records):

@@ -7,7 +7,7 @@ and cannot read compressed batches; the proxy only needs a few fixed-position he
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kio.records.readers import read_record
@@ -65,9 +65,19 @@ def batches(blob: bytes | None) -> Iterator[BatchHeader]:
         pos = end
 
 
-def hole_at(blob: bytes | None, offset: int) -> BatchHeader | None:
-    """The first complete batch of ``blob`` that does not continue the log from ``offset`` (the
-    offsets before it are missing from the answer), or None when the answer has no hole.
+@dataclass(frozen=True, slots=True)
+class Hole:
+    """Offsets ``start`` to ``end`` (exclusive) missing from an answer, before its batch ``after``."""
+
+    start: int
+    end: int
+    after: BatchHeader
+
+
+def hole_at(blob: bytes | None, offset: int, lasting: Callable[[int], bool] = lambda _: False) -> Hole | None:
+    """The first hole in ``blob`` read from ``offset``: offsets missing before a complete batch,
+    or None when the answer has none. A hole for which ``lasting(start)`` says the offsets will
+    never come is passed over.
 
     Tansu reserves a batch's offsets before it stores the batch, and a Fetch lists what is stored:
     with producers writing one partition at once, an answer can skip a batch stored a moment
@@ -76,8 +86,8 @@ def hole_at(blob: bytes | None, offset: int) -> BatchHeader | None:
     for batch in batches(blob):
         if batch.last_offset < expected:
             continue
-        if batch.base_offset > expected:
-            return batch
+        if batch.base_offset > expected and not lasting(expected):
+            return Hole(expected, batch.base_offset, batch)
         expected = batch.last_offset + 1
     return None
 

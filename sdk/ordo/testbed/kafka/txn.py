@@ -9,6 +9,7 @@ Produce/EndTxn traffic keeps it exact after a proxy restart and for writes the p
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .records import ABORT_MARKER, batches, control_type
@@ -32,12 +33,13 @@ class TxnIndex:
     open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
     aborted: list[AbortedTxn] = field(default_factory=list)
 
-    def feed(self, blob: bytes | None) -> bool:
-        """Index the batches of ``blob`` that continue the scan; False when ``blob`` leaves a gap."""
+    def feed(self, blob: bytes | None, lasting: Callable[[int], bool] = lambda _: False) -> bool:
+        """Index the batches of ``blob`` that continue the scan; False when ``blob`` leaves a gap
+        (unless ``lasting(start)`` says the offsets missing from ``start`` will never come)."""
         for batch in batches(blob):
             if batch.last_offset < self.scanned_to:
                 continue
-            if batch.base_offset > self.scanned_to:
+            if batch.base_offset > self.scanned_to and not lasting(self.scanned_to):
                 return False
             if batch.control:
                 first = self.open.pop(batch.producer_id, None)
