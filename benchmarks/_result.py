@@ -24,10 +24,21 @@ class Result:
 
     @property
     def ordo_text(self) -> str:
-        return f"{self.ordo:,.3f} {self.unit}" if self.ordo < 100 else f"{self.ordo:,.0f} {self.unit}"
+        return self._text(self.ordo)
 
     @property
     def baseline_text(self) -> str:
         if self.baseline != self.baseline:  # NaN: no baseline
             return "-"
-        return f"{self.baseline:,.0f} {self.unit}"
+        return self._text(self.baseline)
+
+    def _text(self, value: float) -> str:
+        return f"{value:,.3f} {self.unit}" if value < 100 else f"{value:,.0f} {self.unit}"
+
+
+def median_pair(ordo: list[float], baseline: list[float]) -> tuple[float, float]:
+    """Of runs measured side by side (ordo[i] beside baseline[i]), the pair with the median ratio.
+    Rates through the testbed swing by 2-3x between runs, so comparing each side's best would
+    compare different luck; a pair shares its moment's load."""
+    pairs = sorted(zip(ordo, baseline, strict=True), key=lambda pair: pair[0] / pair[1])
+    return pairs[len(pairs) // 2]

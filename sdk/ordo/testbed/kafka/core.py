@@ -17,6 +17,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
+from .arrivals import Arrivals
 from .client import UpstreamClient
 from .coordinator import Coordinator
 from .faults import FaultSet
@@ -64,6 +65,10 @@ class ProxyCore:
         self.registry = registry
         self.faults = faults
         self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
+        # fetches the proxy asks again after a wait of its own, on a connection of their own so
+        # they do not queue behind the log scans on ``upstream``
+        self.fetcher = UpstreamClient(config.upstream_host, config.upstream_port)
+        self.arrivals = Arrivals()
         self.advertised: tuple[str, int] = ("127.0.0.1", 0)
         self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
         self._holes: dict[tuple[str, int, int], float] = {}  # hole's start -> first seen
@@ -72,6 +77,7 @@ class ProxyCore:
 
     async def close(self) -> None:
         await self.upstream.close()
+        await self.fetcher.close()
 
     async def reconcile(self) -> None:
         """Rebuild the visible counts from the broker's topics (and the state file, if any)."""
@@ -124,9 +130,12 @@ class ProxyCore:
 
         return lasting
 
-    async def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
+    async def watermarks(
+        self, partitions: Iterable[tuple[str, int]], stable: bool = True
+    ) -> dict[tuple[str, int], Watermarks]:
         """True high watermark per partition, via one empty Fetch, and the last stable offset
-        from the log's own transactions (:meth:`stable_offset`)."""
+        from the log's own transactions (:meth:`stable_offset`; with ``stable`` False, the high
+        watermark again: the log is not scanned for a read_uncommitted answer)."""
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
@@ -153,7 +162,8 @@ class ProxyCore:
                     if key in result:  # known from an earlier try
                         continue
                     high = int(part.high_watermark)
-                    result[key] = Watermarks(high, await self.stable_offset(*key, None, high))
+                    last_stable = await self.stable_offset(*key, None, high) if stable else high
+                    result[key] = Watermarks(high, last_stable)
             if all((t, p) in result for t, parts in by_topic.items() for p in parts):
                 break
         else:

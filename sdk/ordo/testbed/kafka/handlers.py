@@ -22,7 +22,7 @@ from .records import batches, hole_at
 _log = logging.getLogger(__name__)
 
 ResponseHook = Callable[[bytes], Awaitable[bytes]]
-_HELD_FETCH_WAIT = 0.05  # seconds a read_committed fetch held at an open transaction waits
+_HELD_FETCH_WAIT = 0.05  # seconds a fetch with records held back waits before it looks again
 Forced = dict[tuple[str, int | None], ErrorCode]
 
 
@@ -143,40 +143,72 @@ async def _partitioned(
 
 
 async def produce(core: ProxyCore, request: Request, forced: Forced) -> Action:
-    return await _partitioned(core, request, forced, None)
+    action = await _partitioned(core, request, forced, None)
+    if not isinstance(action, Forward):
+        return action
+    written = [(t, p) for t, p in entities.pairs(request.payload, PRODUCE) if p is not None]
+    if not action.expect_response:  # acks=0: no answer to wait for
+        core.arrivals.written(written)
+        return action
+    inner = action.hook
+
+    async def wake_fetches(raw: bytes) -> bytes:
+        raw = await inner(raw) if inner is not None else raw
+        core.arrivals.written(written)
+        return raw
+
+    return dataclasses.replace(action, hook=wake_fetches)
 
 
 async def fetch(core: ProxyCore, request: Request, forced: Forced) -> Action:
-    if request.payload.max_wait.total_seconds() <= 0:
-        # Tansu answers max_wait 0 with an empty topic list; Kafka answers at once with data.
-        wait = i32Timedelta.parse(datetime.timedelta(milliseconds=MIN_FETCH_WAIT_MS))
-        request.replace_payload(dataclasses.replace(request.payload, max_wait=wait))
-    isolation = int(request.payload.isolation_level)
-    if isolation == 1:  # read everything, cut at the last stable offset the log itself gives
-        request.replace_payload(dataclasses.replace(request.payload, isolation_level=i8(0)))
-    wait = request.payload.max_wait.total_seconds()
+    """Forwarded asking Tansu to answer at once; while the answer has nothing for the client, the
+    proxy waits (up to the client's max_wait) for a write to one of the partitions and asks again.
+    Tansu's own wait polls its storage every ~100 ms, where Kafka answers as records arrive."""
+    payload = request.payload
+    wait = max(payload.max_wait.total_seconds(), MIN_FETCH_WAIT_MS / 1000)
+    deadline = asyncio.get_running_loop().time() + wait
+    isolation = int(payload.isolation_level)
+    # read everything upstream, cut at the last stable offset the log itself gives
+    at_once = i32Timedelta.parse(datetime.timedelta(milliseconds=MIN_FETCH_WAIT_MS))
+    request.replace_payload(dataclasses.replace(payload, max_wait=at_once, isolation_level=i8(0)))
     offsets = {(t, p): 0 for t, p in entities.pairs(request.payload, FETCH) if p is not None}
     for topic in request.payload.topics:
         for part in topic.partitions:
             offsets[(topic.topic, int(part.partition))] = int(part.fetch_offset)
+    verdict = _verdict(core, forced)
+    refused = any(verdict(t, p) is not None for t, p in offsets)  # answered at once, as Kafka does
 
     async def hook(response: Any) -> Any:
-        topics, held, returned = [], False, False
-        for topic in response.responses:
-            parts = []
-            for part in topic.partitions:
-                fixed = await _fix_fetch_partition(core, topic.topic, part, isolation, offsets)
-                held = held or len(fixed.records or b"") < len(part.records or b"")
-                returned = returned or bool(fixed.records)
-                parts.append(fixed)
-            topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
-        if held and not returned:
-            # Only records past the last stable offset came back: Kafka would wait for the
-            # transaction to end (up to max_wait); answering at once would make the consumer spin.
-            await asyncio.sleep(min(wait, _HELD_FETCH_WAIT))
-        return dataclasses.replace(response, responses=tuple(topics))
+        loop = asyncio.get_running_loop()
+        while True:
+            response, held, returned, failed = await _fix_fetch(core, response, isolation, offsets)
+            left = deadline - loop.time()
+            if returned or failed or refused or left <= 0:
+                return response
+            # Nothing for the client yet. Held records (past the last stable offset, or after a
+            # hole) wait for a write too (the marker, the late batch), but look again soon.
+            await core.arrivals.wait(offsets, min(left, _HELD_FETCH_WAIT) if held else left)
+            response = await core.fetcher.request(request.payload)
 
     return await _partitioned(core, request, forced, hook)
+
+
+async def _fix_fetch(
+    core: ProxyCore, response: Any, isolation: int, offsets: dict[tuple[str, int], int]
+) -> tuple[Any, bool, bool, bool]:
+    """The answer as the client gets it, and whether records were held back, whether any are
+    handed out, and whether a partition failed (answered at once)."""
+    topics, held, returned, failed = [], False, False, False
+    for topic in response.responses:
+        parts = []
+        for part in topic.partitions:
+            fixed = await _fix_fetch_partition(core, topic.topic, part, isolation, offsets)
+            held = held or len(fixed.records or b"") < len(part.records or b"")
+            returned = returned or bool(fixed.records)
+            failed = failed or fixed.error_code != ErrorCode.none
+            parts.append(fixed)
+        topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
+    return dataclasses.replace(response, responses=tuple(topics)), held, returned, failed
 
 
 async def _fix_fetch_partition(
@@ -252,7 +284,7 @@ async def list_offsets(core: ProxyCore, request: Request, forced: Forced) -> Act
         ]
         if not wanted:
             return response
-        marks = await core.watermarks(wanted)
+        marks = await core.watermarks(wanted, stable=isolation == 1)
         topics = []
         for topic in response.topics:
             parts = []
