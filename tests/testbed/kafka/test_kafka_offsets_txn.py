@@ -213,6 +213,39 @@ def test_offsets_missing_for_good_hold_readers_only_for_the_grace_period(
     assert len(holed) > 1 and time.monotonic() - started >= 0.5, "the reader was not held at all"
 
 
+def test_an_empty_answer_below_the_high_watermark_is_asked_again_at_once(
+    kafka: KafkaHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy asks Tansu to answer at once, and a busy Tansu answers that with nothing before
+    it has read records it holds (seen ~1,900 times in a chaos run): waiting for a write then left
+    readers up to their fetch.wait.max.ms behind a log they could read (a checkpoint reader never
+    caught up in 60 s). The proxy must ask again at once instead."""
+    kafka.require_faults()
+    topic = kafka.create_topic(1)
+    total = _produce_batches(Producer(kafka.config()), topic, [3, 2])
+    real, emptied = wire.decode_response, list[int]()
+
+    def nothing_read_yet(api_key: int, version: int, raw: bytes) -> Any:
+        response = real(api_key, version, raw)
+        if api_key != 1 or len(emptied) >= 3:
+            return response
+        for answer in response.responses:
+            if answer.topic == topic and any(p.records for p in answer.partitions):
+                emptied.append(len(emptied))
+                return _with_records(response, topic, b"")
+        return response
+
+    monkeypatch.setattr(wire, "decode_response", nothing_read_yet)
+    # nothing is written while it reads: a proxy waiting for a write would wait the full 30 s
+    reader = Consumer(kafka.config(group_id=kafka.topic("g"), fetch_wait_max_ms=30_000))
+    reader.assign([TopicPartition(topic, 0, 0)])
+    try:
+        assert values(consume(reader, total, timeout=10)) == [b"v%d" % i for i in range(total)]
+    finally:
+        reader.close()
+    assert emptied == [0, 1, 2], "no answer was emptied: the test proves nothing"
+
+
 def _read_all(kafka: KafkaHandle, topic: str, isolation: str, count: int | None = None) -> list[bytes]:
     """Every record to the partition's end (EOF), or the first ``count`` (a read_committed reader
     held at a hole sees its end there)."""

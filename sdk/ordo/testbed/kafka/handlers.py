@@ -181,24 +181,39 @@ async def fetch(core: ProxyCore, request: Request, forced: Forced) -> Action:
     async def hook(response: Any) -> Any:
         loop = asyncio.get_running_loop()
         while True:
-            response, held, returned, failed = await _fix_fetch(core, response, isolation, offsets)
+            response, seen = await _fix_fetch(core, response, isolation, offsets)
             left = deadline - loop.time()
-            if returned or failed or refused or left <= 0:
+            if seen.returned or seen.failed or refused or left <= 0:
                 return response
-            # Nothing for the client yet. Held records (past the last stable offset, or after a
-            # hole) wait for a write too (the marker, the late batch), but look again soon.
-            await core.arrivals.wait(offsets, min(left, _HELD_FETCH_WAIT) if held else left)
-            response = await core.fetcher.request(request.payload)
+            if seen.behind:
+                # Tansu has records there but gave up before it read them (a busy broker reads
+                # for longer than 1 ms): ask again and let it wait, it answers once it has them
+                again = i32Timedelta.parse(datetime.timedelta(seconds=left))
+            else:
+                # Nothing for the client yet. Held records (past the last stable offset, or after
+                # a hole) wait for a write too (the marker, the late batch), but look again soon.
+                await core.arrivals.wait(offsets, min(left, _HELD_FETCH_WAIT) if seen.held else left)
+                again = at_once
+            response = await core.fetcher.request(dataclasses.replace(request.payload, max_wait=again))
 
     return await _partitioned(core, request, forced, hook)
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a Fetch answer held, as the proxy hands it out."""
+
+    held: bool = False  # records kept back (past the last stable offset, or after a hole)
+    returned: bool = False  # records handed out
+    failed: bool = False  # a partition answered with an error (answered at once)
+    behind: bool = False  # no records, below the high watermark: Tansu stopped before reading
+
+
 async def _fix_fetch(
     core: ProxyCore, response: Any, isolation: int, offsets: dict[tuple[str, int], int]
-) -> tuple[Any, bool, bool, bool]:
-    """The answer as the client gets it, and whether records were held back, whether any are
-    handed out, and whether a partition failed (answered at once)."""
-    topics, held, returned, failed = [], False, False, False
+) -> tuple[Any, _Seen]:
+    """The answer as the client gets it, and what it held."""
+    topics, held, returned, failed, behind = [], False, False, False, False
     for topic in response.responses:
         parts = []
         for part in topic.partitions:
@@ -206,9 +221,12 @@ async def _fix_fetch(
             held = held or len(fixed.records or b"") < len(part.records or b"")
             returned = returned or bool(fixed.records)
             failed = failed or fixed.error_code != ErrorCode.none
+            start = offsets.get((topic.topic, int(part.partition_index)), 0)
+            behind = behind or (not part.records and int(part.high_watermark) > start)
             parts.append(fixed)
         topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
-    return dataclasses.replace(response, responses=tuple(topics)), held, returned, failed
+    seen = _Seen(held=held, returned=returned, failed=failed, behind=behind)
+    return dataclasses.replace(response, responses=tuple(topics)), seen
 
 
 async def _fix_fetch_partition(
