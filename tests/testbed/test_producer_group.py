@@ -199,7 +199,10 @@ def test_exactly_once_through_repeated_sigkills(bed: Bed) -> None:
     for kill in range(3):
         victim = next(p for p in bed.members if p.returncode is None)
         before = _copied(bed)
-        wait_for(lambda: _copied(bed) > before + 60, 60, "progress")  # noqa: B023 (waited on at once)
+        try:
+            wait_for(lambda: _copied(bed) > before + 60, 60, "progress")  # noqa: B023 (waited on at once)
+        except AssertionError as error:
+            raise AssertionError(f"{error} before kill {kill}; {_state(bed)}") from None
         victim.sigkill()
         bed.member(f"r-{kill}", records=records, rate=4)
     assert _copied(bed) < 4 * records, "the kills happened while the copy ran"
@@ -208,10 +211,7 @@ def test_exactly_once_through_repeated_sigkills(bed: Bed) -> None:
             lambda: _checkpoints(bed) == dict.fromkeys(range(4), str(records)), 180, "the copy to finish"
         )
     except AssertionError as error:
-        status = bed.groups.status(GROUP)
-        raise AssertionError(
-            f"{error}; checkpoints {_checkpoints(bed)}; status {status}\n{bed.pods.last_words()}"
-        ) from None
+        raise AssertionError(f"{error}; {_state(bed)}") from None
     verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(4), records))
     assert verdict.ok, verdict.summary() + "; " + "; ".join(verdict.examples)
 
@@ -252,6 +252,18 @@ def test_growing_assigns_the_new_partitions_and_deleting_revokes_everything(bed:
 
 def _checkpoints(bed: Bed) -> dict[int, str | None]:
     return bed.groups.checkpoints(GROUP)
+
+
+def _state(bed: Bed) -> str:
+    """What a failed wait needs: checkpoints in status and in Kafka, and every pod's last words."""
+    try:
+        committed: object = bed.committed_checkpoints()
+    except AssertionError as error:  # e.g. a transaction left open holds read_committed readers
+        committed = error
+    return (
+        f"checkpoints {_checkpoints(bed)} (committed {committed}); "
+        f"status {bed.groups.status(GROUP)}\n{bed.pods.last_words()}"
+    )
 
 
 def _copied(bed: Bed) -> int:

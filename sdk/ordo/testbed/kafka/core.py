@@ -18,7 +18,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from .arrivals import Arrivals
-from .client import UpstreamClient
+from .client import UpstreamClient, UpstreamPool
 from .coordinator import Coordinator
 from .faults import FaultSet
 from .records import batches
@@ -65,9 +65,9 @@ class ProxyCore:
         self.registry = registry
         self.faults = faults
         self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
-        # fetches the proxy asks again after a wait of its own, on a connection of their own so
-        # they do not queue behind the log scans on ``upstream``
-        self.fetcher = UpstreamClient(config.upstream_host, config.upstream_port)
+        # fetches the proxy asks again after a wait of its own, each on a connection of its own:
+        # one that waits at Tansu must not hold the others (nor the log scans on ``upstream``)
+        self.fetchers = UpstreamPool(config.upstream_host, config.upstream_port)
         self.arrivals = Arrivals()
         self.advertised: tuple[str, int] = ("127.0.0.1", 0)
         self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
@@ -77,7 +77,7 @@ class ProxyCore:
 
     async def close(self) -> None:
         await self.upstream.close()
-        await self.fetcher.close()
+        await self.fetchers.close()
 
     async def reconcile(self) -> None:
         """Rebuild the visible counts from the broker's topics (and the state file, if any)."""

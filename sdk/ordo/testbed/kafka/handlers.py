@@ -194,7 +194,7 @@ async def fetch(core: ProxyCore, request: Request, forced: Forced) -> Action:
                 # a hole) wait for a write too (the marker, the late batch), but look again soon.
                 await core.arrivals.wait(offsets, min(left, _HELD_FETCH_WAIT) if seen.held else left)
                 again = at_once
-            response = await core.fetcher.request(dataclasses.replace(request.payload, max_wait=again))
+            response = await core.fetchers.request(dataclasses.replace(request.payload, max_wait=again))
 
     return await _partitioned(core, request, forced, hook)
 
