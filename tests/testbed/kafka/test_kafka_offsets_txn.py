@@ -213,13 +213,13 @@ def test_offsets_missing_for_good_hold_readers_only_for_the_grace_period(
     assert len(holed) > 1 and time.monotonic() - started >= 0.5, "the reader was not held at all"
 
 
-def test_an_empty_answer_below_the_high_watermark_is_asked_again_at_once(
+def test_an_empty_answer_below_the_high_watermark_does_not_hold_the_reader(
     kafka: KafkaHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The proxy asks Tansu to answer at once, and a busy Tansu answers that with nothing before
-    it has read records it holds (seen ~1,900 times in a chaos run): waiting for a write then left
-    readers up to their fetch.wait.max.ms behind a log they could read (a checkpoint reader never
-    caught up in 60 s). The proxy must ask again at once instead."""
+    """A busy Tansu answers a short fetch wait with nothing even where it holds records (~1,900
+    times in one chaos run, when the proxy asked it to answer at once and waited for writes itself:
+    a checkpoint reader then got one record per wait and never caught up). Such an answer must go
+    back to the client at once, which asks again; nothing may wait for a write that never comes."""
     kafka.require_faults()
     topic = kafka.create_topic(1)
     total = _produce_batches(Producer(kafka.config()), topic, [3, 2])

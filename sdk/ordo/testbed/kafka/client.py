@@ -77,36 +77,3 @@ class UpstreamClient:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader_task
         self._fail_all(ConnectionError("client closed"))
-
-
-class UpstreamPool:
-    """Connections that each carry one request at a time: Tansu answers a connection's requests
-    in order, so a Fetch waiting there (up to its max_wait) would hold every request behind it."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._host = host
-        self._port = port
-        self._idle: list[UpstreamClient] = []
-        self._all: list[UpstreamClient] = []
-
-    @property
-    def size(self) -> int:
-        """Connections opened so far (as many as requests were ever in flight at once)."""
-        return len(self._all)
-
-    async def request(self, payload: Any, timeout: float = 10.0) -> Any:
-        if self._idle:
-            client = self._idle.pop()
-        else:
-            client = UpstreamClient(self._host, self._port)
-            self._all.append(client)
-        try:
-            return await client.request(payload, timeout)
-        finally:
-            self._idle.append(client)
-
-    async def close(self) -> None:
-        for client in self._all:
-            await client.close()
-        self._idle.clear()
-        self._all.clear()

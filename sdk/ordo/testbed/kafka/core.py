@@ -17,8 +17,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from .arrivals import Arrivals
-from .client import UpstreamClient, UpstreamPool
+from .client import UpstreamClient
 from .coordinator import Coordinator
 from .faults import FaultSet
 from .records import batches
@@ -65,10 +64,6 @@ class ProxyCore:
         self.registry = registry
         self.faults = faults
         self.upstream = UpstreamClient(config.upstream_host, config.upstream_port)
-        # fetches the proxy asks again after a wait of its own, each on a connection of its own:
-        # one that waits at Tansu must not hold the others (nor the log scans on ``upstream``)
-        self.fetchers = UpstreamPool(config.upstream_host, config.upstream_port)
-        self.arrivals = Arrivals()
         self.advertised: tuple[str, int] = ("127.0.0.1", 0)
         self.txn_indexes: dict[tuple[str, int], TxnIndex] = {}
         self._holes: dict[tuple[str, int, int], float] = {}  # hole's start -> first seen
@@ -77,7 +72,6 @@ class ProxyCore:
 
     async def close(self) -> None:
         await self.upstream.close()
-        await self.fetchers.close()
 
     async def reconcile(self) -> None:
         """Rebuild the visible counts from the broker's topics (and the state file, if any)."""

@@ -22,7 +22,7 @@ from .records import batches, hole_at
 _log = logging.getLogger(__name__)
 
 ResponseHook = Callable[[bytes], Awaitable[bytes]]
-_HELD_FETCH_WAIT = 0.05  # seconds a fetch with records held back waits before it looks again
+_HELD_FETCH_WAIT = 0.05  # seconds a read_committed fetch held at an open transaction waits
 Forced = dict[tuple[str, int | None], ErrorCode]
 
 
@@ -143,90 +143,40 @@ async def _partitioned(
 
 
 async def produce(core: ProxyCore, request: Request, forced: Forced) -> Action:
-    action = await _partitioned(core, request, forced, None)
-    if not isinstance(action, Forward):
-        return action
-    written = [(t, p) for t, p in entities.pairs(request.payload, PRODUCE) if p is not None]
-    if not action.expect_response:  # acks=0: no answer to wait for
-        core.arrivals.written(written)
-        return action
-    inner = action.hook
-
-    async def wake_fetches(raw: bytes) -> bytes:
-        raw = await inner(raw) if inner is not None else raw
-        core.arrivals.written(written)
-        return raw
-
-    return dataclasses.replace(action, hook=wake_fetches)
+    return await _partitioned(core, request, forced, None)
 
 
 async def fetch(core: ProxyCore, request: Request, forced: Forced) -> Action:
-    """Forwarded asking Tansu to answer at once; while the answer has nothing for the client, the
-    proxy waits (up to the client's max_wait) for a write to one of the partitions and asks again.
-    Tansu's own wait polls its storage every ~100 ms, where Kafka answers as records arrive."""
-    payload = request.payload
-    wait = max(payload.max_wait.total_seconds(), MIN_FETCH_WAIT_MS / 1000)
-    deadline = asyncio.get_running_loop().time() + wait
-    isolation = int(payload.isolation_level)
-    # read everything upstream, cut at the last stable offset the log itself gives
-    at_once = i32Timedelta.parse(datetime.timedelta(milliseconds=MIN_FETCH_WAIT_MS))
-    request.replace_payload(dataclasses.replace(payload, max_wait=at_once, isolation_level=i8(0)))
+    if request.payload.max_wait.total_seconds() <= 0:
+        # Tansu answers max_wait 0 with an empty topic list; Kafka answers at once with data.
+        wait = i32Timedelta.parse(datetime.timedelta(milliseconds=MIN_FETCH_WAIT_MS))
+        request.replace_payload(dataclasses.replace(request.payload, max_wait=wait))
+    isolation = int(request.payload.isolation_level)
+    if isolation == 1:  # read everything, cut at the last stable offset the log itself gives
+        request.replace_payload(dataclasses.replace(request.payload, isolation_level=i8(0)))
+    wait = request.payload.max_wait.total_seconds()
     offsets = {(t, p): 0 for t, p in entities.pairs(request.payload, FETCH) if p is not None}
     for topic in request.payload.topics:
         for part in topic.partitions:
             offsets[(topic.topic, int(part.partition))] = int(part.fetch_offset)
-    verdict = _verdict(core, forced)
-    refused = any(verdict(t, p) is not None for t, p in offsets)  # answered at once, as Kafka does
 
     async def hook(response: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        while True:
-            response, seen = await _fix_fetch(core, response, isolation, offsets)
-            left = deadline - loop.time()
-            if seen.returned or seen.failed or refused or left <= 0:
-                return response
-            if seen.behind:
-                # Tansu has records there but gave up before it read them (a busy broker reads
-                # for longer than 1 ms): ask again and let it wait, it answers once it has them
-                again = i32Timedelta.parse(datetime.timedelta(seconds=left))
-            else:
-                # Nothing for the client yet. Held records (past the last stable offset, or after
-                # a hole) wait for a write too (the marker, the late batch), but look again soon.
-                await core.arrivals.wait(offsets, min(left, _HELD_FETCH_WAIT) if seen.held else left)
-                again = at_once
-            response = await core.fetchers.request(dataclasses.replace(request.payload, max_wait=again))
+        topics, held, returned = [], False, False
+        for topic in response.responses:
+            parts = []
+            for part in topic.partitions:
+                fixed = await _fix_fetch_partition(core, topic.topic, part, isolation, offsets)
+                held = held or len(fixed.records or b"") < len(part.records or b"")
+                returned = returned or bool(fixed.records)
+                parts.append(fixed)
+            topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
+        if held and not returned:
+            # Only records past the last stable offset came back: Kafka would wait for the
+            # transaction to end (up to max_wait); answering at once would make the consumer spin.
+            await asyncio.sleep(min(wait, _HELD_FETCH_WAIT))
+        return dataclasses.replace(response, responses=tuple(topics))
 
     return await _partitioned(core, request, forced, hook)
-
-
-@dataclass(frozen=True)
-class _Seen:
-    """What a Fetch answer held, as the proxy hands it out."""
-
-    held: bool = False  # records kept back (past the last stable offset, or after a hole)
-    returned: bool = False  # records handed out
-    failed: bool = False  # a partition answered with an error (answered at once)
-    behind: bool = False  # no records, below the high watermark: Tansu stopped before reading
-
-
-async def _fix_fetch(
-    core: ProxyCore, response: Any, isolation: int, offsets: dict[tuple[str, int], int]
-) -> tuple[Any, _Seen]:
-    """The answer as the client gets it, and what it held."""
-    topics, held, returned, failed, behind = [], False, False, False, False
-    for topic in response.responses:
-        parts = []
-        for part in topic.partitions:
-            fixed = await _fix_fetch_partition(core, topic.topic, part, isolation, offsets)
-            held = held or len(fixed.records or b"") < len(part.records or b"")
-            returned = returned or bool(fixed.records)
-            failed = failed or fixed.error_code != ErrorCode.none
-            start = offsets.get((topic.topic, int(part.partition_index)), 0)
-            behind = behind or (not part.records and int(part.high_watermark) > start)
-            parts.append(fixed)
-        topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
-    seen = _Seen(held=held, returned=returned, failed=failed, behind=behind)
-    return dataclasses.replace(response, responses=tuple(topics)), seen
 
 
 async def _fix_fetch_partition(

@@ -57,7 +57,6 @@ async def init_producer_id(core: ProxyCore, request: Request, forced: Forced) ->
             )
             for ended in granted:
                 core.coordinator.offsets.end_transaction(ended, commit=False)
-            core.arrivals.written(None)  # the markers that ended it wake waiting fetches
         return raw
 
     return Forward(request.body, on_response)
@@ -108,7 +107,6 @@ async def end_txn(core: ProxyCore, request: Request, forced: Forced) -> Action:
         response: Any = wire.decode_response(request.prefix.api_key, request.prefix.api_version, raw)
         if response.error_code == ErrorCode.none:
             core.coordinator.offsets.end_transaction(producer_id, commit=committed)
-            core.arrivals.written(None)  # its markers move last stable offsets: wake fetches
         return raw
 
     return Forward(request.body, on_response)
