@@ -158,6 +158,32 @@ def test_a_slow_commit_is_resumed_not_repeated(member: Member, kafka: KafkaHandl
     assert member.committed(member.topic) == [b"once"]
 
 
+def test_closing_aborts_a_transaction_left_open(member: Member, kafka: KafkaHandle) -> None:
+    """A member closing while a unit is open (the application still inside it after the close's
+    wait) aborts it: with no next owner to fence it, read_committed readers of the data and of
+    the checkpoint topic would wait for the broker's transaction timeout (the testbed has none)."""
+    if not member.settings.exactly_once:
+        pytest.skip("transactions only")
+    member.assign(0)
+    tx = member.producer.transaction(0)
+    tx.produce(member.topic, b"abandoned", b"k")
+    wait_for(lambda: _ends(kafka, member.topic, "read_uncommitted") > 0, 20, "the record in Kafka")
+    assert _ends(kafka, member.topic, "read_committed") == 0, "the transaction is open"
+    member.producer.close(timeout=1)
+    end = _ends(kafka, member.topic, "read_uncommitted")
+    wait_for(lambda: _ends(kafka, member.topic, "read_committed") == end, 20, "the transaction to end")
+    assert member.committed(member.topic) == []
+
+
+def _ends(kafka: KafkaHandle, topic: str, isolation: str) -> int:
+    """The sum of the topic's end offsets (read_committed: last stable offsets)."""
+    consumer = Consumer(kafka.config(group_id=kafka.topic("ends"), isolation_level=isolation))
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), 10, False)[1] for p in range(2))
+    finally:
+        consumer.close()
+
+
 def test_an_assignment_that_fails_to_apply_is_applied_again(member: Member, kafka: KafkaHandle) -> None:
     """Kafka refuses the new owner's transactional producer once: the member must not keep its
     Lease while ignoring the assignment (it would never take nor acknowledge it); it applies the

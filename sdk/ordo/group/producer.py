@@ -213,6 +213,7 @@ class GroupProducer:
         self._await_idle(list(self._slots), timeout)
         with self._lock:
             slots, self._slots = dict(self._slots), {}
+        self._abort_open(slots.values())
         self._close_producers(slots.values(), timeout)
         if self._generation >= 0:
             try:
@@ -326,6 +327,24 @@ class GroupProducer:
             epoch_log=self._epoch_log,
             registry_topic=self._registry_topic,
         )
+
+    def _abort_open(self, slots: Any) -> None:
+        """Abort what is still open when the member closes: no next owner may come to fence it
+        (the group scaled down, or deleted), and read_committed readers of the checkpoint topic and
+        of every partition it wrote would wait for the broker's transaction timeout."""
+        for slot in slots:
+            tx = slot.open
+            if tx is None:
+                continue
+            _log.warning(
+                "member %s: aborting the open transaction of source partition %d", self.pod, tx.partition
+            )
+            try:
+                tx.abort()
+            except Exception as error:  # closing goes on: the broker's timeout ends it then
+                _log.warning(
+                    "member %s: abort of source partition %d failed: %s", self.pod, tx.partition, error
+                )
 
     def _close_producers(self, slots: Any, timeout: float) -> None:
         for slot in slots:
