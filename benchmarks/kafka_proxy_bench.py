@@ -99,7 +99,7 @@ def run() -> list[Result]:
     return [
         Result("testbed proxy produce (vs direct Tansu)", pp, dp, "rec/s"),
         Result("testbed proxy consume (vs direct Tansu)", pc, dc, "rec/s"),
-        # the proxy answers a waiting fetch when a write passes it; Tansu polls its storage
+        # a waiting fetch is answered on Tansu's storage poll, through the proxy or not
         Result("testbed tail latency p50, proxy (vs direct Tansu)", pl, dl, "s"),
     ]
 

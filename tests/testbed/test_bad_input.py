@@ -26,6 +26,7 @@ from ordo.errors import ConfigError, ProducerClosedError, UndeclaredPartitionErr
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.ordered_producer import OrderedProducer
 from ordo.testbed.kafka import KafkaTestbed
+from ordo.testbed.kafka.testing import end_offsets
 from ordo.testbed.kube.fixtures import KubeCluster
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.resources import Expansions, Groups
@@ -287,13 +288,7 @@ def _outside_declared_partitions(world: World) -> None:
 
 
 def _committed_count(world: World, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": world.bootstrap, "group.id": "bad-count"})
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3))
-    finally:
-        consumer.close()
+    return sum(end_offsets(world.bootstrap, topic, 3).values())
 
 
 SDK_CASES: dict[str, Callable[[World], None]] = {

@@ -17,7 +17,7 @@ from ordo.group import GroupProducer, Rebalance
 from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GroupSettings, MemberAssignment
 from ordo.testbed.kafka import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume
+from ordo.testbed.kafka.testing import consume, end_offsets
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.pods import PodSet
 from ordo.testbed.waiting import wait_for
@@ -177,11 +177,7 @@ def test_closing_aborts_a_transaction_left_open(member: Member, kafka: KafkaHand
 
 def _ends(kafka: KafkaHandle, topic: str, isolation: str) -> int:
     """The sum of the topic's end offsets (read_committed: last stable offsets)."""
-    consumer = Consumer(kafka.config(group_id=kafka.topic("ends"), isolation_level=isolation))
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), 10, False)[1] for p in range(2))
-    finally:
-        consumer.close()
+    return sum(end_offsets(kafka.bootstrap, topic, 2, isolation).values())
 
 
 def test_an_assignment_that_fails_to_apply_is_applied_again(member: Member, kafka: KafkaHandle) -> None:

@@ -15,6 +15,7 @@ import pytest
 from ordo.scenario.verify import Verdict
 from ordo.scenario.workload import Workload
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import end_offsets
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.waiting import wait_for
@@ -90,13 +91,7 @@ def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, s
 
 
 def kafka_end(kafka: KafkaHandle, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(kafka.config(group_id="end-probe"))
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(3))
-    finally:
-        consumer.close()
+    return sum(end_offsets(kafka.bootstrap, topic, 3).values())
 
 
 def test_expansions_under_load_keep_every_key_in_order(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import NewPartitions
 
 from ordo.epochs import EpochHistory
@@ -13,7 +13,7 @@ from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer
 from ordo.testbed.kafka import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume
+from ordo.testbed.kafka.testing import consume, end_offsets
 from ordo.testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -41,14 +41,7 @@ def producer(kafka: KafkaHandle) -> Iterator[tuple[OrderedProducer, str, EpochLo
 
 
 def _written(kafka: KafkaHandle, topic: str, partitions: int) -> dict[int, int]:
-    reader = Consumer(kafka.config(group_id="probe"))
-    try:
-        return {
-            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
-    finally:
-        reader.close()
+    return end_offsets(kafka.bootstrap, topic, partitions)
 
 
 def test_100k_keyed_records_spread_evenly_and_keep_their_keys(

@@ -12,7 +12,7 @@ from ordo.errors import ConfigError, TransactionScopeError, UndeclaredGroupError
 from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
 from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume
+from ordo.testbed.kafka.testing import consume, end_offsets
 from ordo.transactions import group_id_of
 
 pytestmark = pytest.mark.testbed
@@ -59,13 +59,7 @@ def _visible(kafka: KafkaHandle, topic: str, partitions: int) -> list[bytes]:
 
 
 def _ends(kafka: KafkaHandle, topic: str, partitions: int) -> list[int]:
-    reader = Consumer(kafka.config(group_id="probe"))
-    try:
-        return [
-            reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        ]
-    finally:
-        reader.close()
+    return list(end_offsets(kafka.bootstrap, topic, partitions).values())
 
 
 def _group_metadata(kafka: KafkaHandle, group: str) -> object:

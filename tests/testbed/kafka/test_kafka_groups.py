@@ -29,7 +29,7 @@ from kio.static.primitive import i32, i32Timedelta, i64
 
 from ordo.testbed.kafka.client import UpstreamClient
 from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import wait_for
+from ordo.testbed.kafka.testing import end_offsets, wait_for
 
 pytestmark = pytest.mark.testbed
 
@@ -131,13 +131,7 @@ def _partitions(producer: Producer, topic: str) -> int:
 
 
 def _ends(kafka: KafkaHandle, topic: str, partitions: int) -> dict[int, int]:
-    probe = Consumer(kafka.config(group_id="ends"))
-    try:
-        return {
-            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        }
-    finally:
-        probe.close()
+    return end_offsets(kafka.bootstrap, topic, partitions)
 
 
 def _committed(kafka: KafkaHandle, group: str, topic: str, partitions: int) -> dict[int, int]:

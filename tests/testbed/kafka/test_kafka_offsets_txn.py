@@ -15,7 +15,7 @@ from kio.schema.fetch.v12.request import FetchRequest
 from ordo.testbed.kafka import KafkaTestbed, core, wire
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kafka.records import batches
-from ordo.testbed.kafka.testing import consume, values
+from ordo.testbed.kafka.testing import consume, end_offsets, values
 
 pytestmark = pytest.mark.testbed
 
@@ -31,12 +31,7 @@ def _produce_batches(producer: Producer, topic: str, sizes: list[int], partition
 
 
 def _ends(bootstrap: str, topic: str, partition: int = 0, isolation: str = "read_uncommitted") -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation})
-    try:
-        high: int = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-        return high
-    finally:
-        consumer.close()
+    return end_offsets(bootstrap, topic, [partition], isolation)[partition]
 
 
 def test_latest_offsets_and_high_watermarks_are_the_true_end(kafka: KafkaHandle) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from ..waiting import wait_for
 
-__all__ = ["consume", "wait_for"]
+__all__ = ["consume", "end_offsets", "values", "wait_for"]
 
 
 def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | None = None,
@@ -41,3 +42,18 @@ def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | No
 
 def values(messages: list[Message]) -> list[Any]:
     return [m.value() for m in messages]
+
+
+def end_offsets(
+    bootstrap: str, topic: str, partitions: int | Iterable[int], isolation: str = "read_uncommitted"
+) -> dict[int, int]:
+    """Each partition's end offset, asked of the broker now (read_committed: its last stable
+    offset). ``partitions``: a count (0..n-1) or the partitions themselves."""
+    wanted = range(partitions) if isinstance(partitions, int) else partitions
+    probe = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ordo-end-offsets", "isolation.level": isolation}
+    )
+    try:
+        return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in wanted}
+    finally:
+        probe.close()

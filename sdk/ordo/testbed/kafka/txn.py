@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .records import ABORT_MARKER, batches, control_type
+from .records import ABORT_MARKER, batches, control_type, hole_at
 
 _log = logging.getLogger(__name__)
 
@@ -36,11 +36,10 @@ class TxnIndex:
     def feed(self, blob: bytes | None, lasting: Callable[[int], bool] = lambda _: False) -> bool:
         """Index the batches of ``blob`` that continue the scan; False when ``blob`` leaves a gap
         (unless ``lasting(start)`` says the offsets missing from ``start`` will never come)."""
-        for batch in batches(blob):
+        hole = hole_at(blob, self.scanned_to, lasting)
+        for batch in batches(blob[: hole.after.start] if hole is not None and blob else blob):
             if batch.last_offset < self.scanned_to:
                 continue
-            if batch.base_offset > self.scanned_to and not lasting(self.scanned_to):
-                return False
             if batch.control:
                 first = self.open.pop(batch.producer_id, None)
                 marker = control_type(blob or b"", batch)
@@ -59,7 +58,7 @@ class TxnIndex:
                     )  # fmt: skip
                 self.open.setdefault(batch.producer_id, batch.base_offset)
             self.scanned_to = batch.last_offset + 1
-        return True
+        return hole is None
 
     def stable_offset(self) -> int:
         """The last stable offset of what was scanned: the first offset of the oldest transaction
