@@ -236,7 +236,9 @@ def _record(
     status: dict[str, Any],
     step: Step,
     resource: OrderedTopicExpansion,
+    announce: bool = False,
 ) -> None:
+    """Patch status from ``step``; an Event when the phase or reason changes, or ``announce``."""
     previous = (status.get("phase"), status.get("reason"))
     status.update(_status_of(step.state))
     status["reason"] = step.reason
@@ -246,7 +248,7 @@ def _record(
         status.get("conditions") or [], step, resource.metadata.get("generation")
     )
     patch_status(PLURAL, namespace, name, {k: v for k, v in status.items() if k != "reason"})
-    if previous != (status["phase"], step.reason):
+    if announce or previous != (status["phase"], step.reason):
         failed = step.state.phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED)
         event_type = "Warning" if failed or step.reason == "Retrying" else "Normal"
         kopf.event(body, type=event_type, reason=step.reason, message=step.message)
@@ -268,8 +270,8 @@ def _retry(
     metrics.record_error(metrics.error_kind(error))
     message = f"{doing} failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
     _log.warning("%s/%s: %s", namespace, name, message)
-    if status.get("message") != message:
-        _record(body, namespace, name, status, Step(state, None, "Retrying", message), resource)
+    if status.get("message") != message:  # a new cause is news even while already retrying
+        _record(body, namespace, name, status, Step(state, None, "Retrying", message), resource, announce=True)
     return "Retrying"
 
 
