@@ -271,7 +271,8 @@ def _retry(
     message = f"{doing} failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
     _log.warning("%s/%s: %s", namespace, name, message)
     if status.get("message") != message:  # a new cause is news even while already retrying
-        _record(body, namespace, name, status, Step(state, None, "Retrying", message), resource, announce=True)
+        step = Step(state, None, "Retrying", message)
+        _record(body, namespace, name, status, step, resource, announce=True)
     return "Retrying"
 
 
