@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import kopf
 import pytest
 
 from ordo.api import ExpansionPhase, OrderedTopicExpansion
@@ -28,14 +29,14 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     def event(_body: Any, *, type: str, reason: str, message: str) -> None:
         posted.append((type, reason, message))
 
-    monkeypatch.setattr(expansions.kopf, "event", event)
+    monkeypatch.setattr(kopf, "event", event)
     monkeypatch.setattr(expansions, "patch_status", lambda *_args: None)
     return posted
 
 
 def _retry(status: dict[str, Any], doing: str, error: Exception) -> str:
     state = ExpansionState(ExpansionPhase.FENCING, epoch=1, from_partitions=4, to_partitions=8)
-    return expansions._retry({}, "ns", "grow", status, state, RESOURCE, doing, error)
+    return expansions._retry(cast(kopf.Body, {}), "ns", "grow", status, state, RESOURCE, doing, error)
 
 
 def test_a_new_cause_while_already_retrying_gets_its_own_warning(events: list[tuple[str, str, str]]) -> None:
