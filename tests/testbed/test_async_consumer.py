@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -107,6 +109,33 @@ def test_every_record_once_and_the_processed_positions_committed(
     _poll_until(consumer, "every record", take)
     consumer.close()
     assert set(seen.values()) == {1}
+    assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
+
+
+@pytest.mark.parametrize("ordering", ["unordered", "key"])
+def test_done_from_worker_threads_always_wakes_a_waiting_poll(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], ordering: str
+) -> None:
+    """done() only queues the record; a poll waiting for room must still be woken every time.
+    Everything is buffered first, so a poll that runs to its deadline is a lost wake-up (the
+    deadline is far beyond any scheduling delay: this checks liveness, not speed)."""
+    group = kafka.topic("g")
+    consumer = AsyncConsumer(_config(kafka, group), [filled], ordering=ordering, max_in_flight=8)  # type: ignore[arg-type]
+    closing.append(consumer)
+    total = PARTITIONS * PER_PARTITION
+    wait_for(lambda: consumer.buffered >= total, 20, "every record to be fetched")
+    handed: Counter[tuple[TP, int]] = Counter()
+    with ThreadPoolExecutor(4) as workers:
+        while len(handed) < total:
+            began = time.monotonic()
+            batch = consumer.poll(30)
+            assert time.monotonic() - began < 29, f"a poll waited out 30 s with {consumer.buffered} buffered"
+            for record in batch.records:
+                handed[_where(record)] += 1
+                workers.submit(consumer.done, record)
+    wait_for(lambda: consumer.in_flight == 0, 20, "every done() to be counted")
+    consumer.close()
+    assert set(handed.values()) == {1}
     assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
 
 

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,10 @@ class AsyncConsumer:
         # records handed out and not done, by id(): cheaper than by (topic, partition, offset), and
         # safe, as a live record's id is unique and the user holds the record it calls done() with
         self._in_flight: dict[int, tuple[TP, Message]] = {}
+        # done() only queues the record (deque appends are atomic): taking the lock per record
+        # made the workers queue up behind poll and the fetcher. Whoever holds the lock next
+        # settles the queue before reading offsets or what is in flight.
+        self._done: deque[Message] = deque()
         self._revocations: Revocations[TP] = Revocations()
         self._snapshots: dict[TP, int | None] = {}  # positions of completed revocations, to commit
         self._policy = CommitPolicy(commit_interval, commit_every, time.monotonic())
@@ -138,9 +143,11 @@ class AsyncConsumer:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._check_usable()
+            self._settle()
             if self._revocations.pending:
                 self._complete(self._revocations.start_poll())
             while True:
+                self._settle()
                 room = min(max_records, self.max_in_flight - len(self._in_flight))
                 taken = self._scheduler.take(room) if room > 0 else []
                 if taken or self._errors or self._revocations.has_news():
@@ -149,6 +156,9 @@ class AsyncConsumer:
                 if left <= 0:
                     break
                 self._poll_waiting = True
+                if self._done:  # queued before done() could see the flag: settle, look again
+                    self._poll_waiting = False
+                    continue
                 self._cond.wait(left)
                 self._poll_waiting = False
                 self._check_usable()
@@ -165,18 +175,19 @@ class AsyncConsumer:
 
     def done(self, record: Message) -> None:
         """``record`` is processed. Records of lost or revoked partitions are ignored."""
-        offset: int = record.offset()  # type: ignore[assignment]  # never None for data records
-        with self._cond:
-            entry = self._in_flight.pop(id(record), None)
-            if entry is None:
-                return  # not handed out by this consumer's current ownership (stale, repeated)
-            tp = entry[0]
-            self._owned[tp].tracker.done(offset)
-            ready = self._ordered and self._scheduler.release(tp, record.key())
-            self._policy.pending += 1
-            # wake a waiting poll for a record that may run now, or once a quarter of
-            # max_in_flight is free: waking it per record would hand out batches of one
-            if self._poll_waiting and (ready or len(self._in_flight) == self._wake_at):
+        if id(record) not in self._in_flight:
+            return  # not handed out by this consumer's current ownership (stale, repeated)
+        done = self._done
+        done.append(record)
+        # wake a waiting poll when it may find work: in the ordered modes this record's lane may
+        # hold the next one; otherwise once a quarter of max_in_flight is free (waking it per
+        # record would hand out batches of one)
+        if (
+            self._poll_waiting
+            and self._scheduler.total
+            and (self._ordered or len(self._in_flight) - len(done) <= self._wake_at)
+        ):
+            with self._cond:
                 self._cond.notify_all()
 
     def delay_revoke(self, partitions: Iterable[TP]) -> bool:
@@ -189,6 +200,7 @@ class AsyncConsumer:
         """Partitions (of ``partitions``, default all) with records handed out and not done, and
         partitions being revoked that still have records to hand out (gaps, see ``key`` mode)."""
         with self._cond:
+            self._settle()
             busy = {tp for tp, _ in self._in_flight.values()}
             busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
         return busy if partitions is None else busy & set(partitions)
@@ -200,7 +212,7 @@ class AsyncConsumer:
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        return max(0, len(self._in_flight) - len(self._done))  # a record done twice counts once
 
     @property
     def buffered(self) -> int:
@@ -214,7 +226,10 @@ class AsyncConsumer:
             if self._closing:
                 return
             self._closing = True
-            while self._in_flight and self._failure is None:
+            while True:
+                self._settle()
+                if not self._in_flight or self._failure is not None:
+                    break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     _log.warning("closing with %d records not done; they will be consumed again",
@@ -256,6 +271,25 @@ class AsyncConsumer:
 
     # -- called with the lock held -----------------------------------------------------------
 
+    def _settle(self) -> None:
+        """Apply the done() calls queued since the last settle: positions move, lanes free up."""
+        done = self._done
+        if not done:
+            return
+        in_flight, owned, scheduler, ordered = self._in_flight, self._owned, self._scheduler, self._ordered
+        settled = 0
+        while done:
+            record = done.popleft()
+            entry = in_flight.pop(id(record), None)
+            if entry is None:
+                continue  # done twice, or its partition was revoked or lost meanwhile
+            tp = entry[0]
+            owned[tp].tracker.done(record.offset())  # type: ignore[arg-type]  # data records have one
+            if ordered:
+                scheduler.release(tp, record.key())
+            settled += 1
+        self._policy.pending += settled
+
     def _check_usable(self) -> None:
         if self._failure is not None:
             raise ConsumerClosedError(f"the AsyncConsumer failed: {self._failure}") from self._failure
@@ -270,6 +304,7 @@ class AsyncConsumer:
         self._cond.notify_all()
 
     def _forget(self, tp: TP) -> int | None:
+        self._settle()  # what was done before the partition goes counts for its position
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
         for key in [k for k, (where, _) in self._in_flight.items() if where == tp]:
@@ -354,6 +389,7 @@ class AsyncConsumer:
     def _commit_due(self, consumer: Consumer) -> None:
         now = time.monotonic()
         with self._cond:
+            self._settle()
             if not self._policy.due(now):
                 return
             offsets = to_commit({tp: s.tracker.position for tp, s in self._owned.items()}, self._committed)
@@ -432,6 +468,7 @@ class AsyncConsumer:
         out. Those below it are gaps (``key`` mode hands out of offset order): they are still
         handed out, or the committed position could not pass them and the next owner would process
         again what was processed here after them."""
+        self._settle()
         state = self._owned[tp]
         state.revoking = True
         flying = [m.offset() or 0 for where, m in self._in_flight.values() if where == tp]
@@ -457,6 +494,7 @@ class AsyncConsumer:
 
     def _shutdown(self, consumer: Consumer) -> None:
         with self._cond:
+            self._settle()
             final = {tp: s.tracker.position for tp, s in self._owned.items()}
         try:
             if self._failure is None:
