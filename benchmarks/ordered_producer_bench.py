@@ -23,8 +23,8 @@ from ordo.ordered_producer import OrderedProducer
 from ._result import Result, median_pair
 from ._testbed import kafka_bootstrap
 
-RECORDS = 200_000
-ROUNDS = 4  # of four runs each
+RECORDS = 500_000
+ROUNDS = 6  # of four runs each
 BLOCK = 5_000  # records per block of the enqueue comparison
 VALUE = b"x" * 100
 KEYS = [f"customer-{i % 5000}".encode() for i in range(RECORDS)]
