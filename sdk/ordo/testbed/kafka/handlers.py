@@ -234,38 +234,54 @@ async def _fix_fetch_partition(
 async def list_offsets(core: ProxyCore, request: Request, forced: Forced) -> Action:
     isolation = int(getattr(request.payload, "isolation_level", 0))
     latest: set[tuple[str, int]] = set()
+    earliest: set[tuple[str, int]] = set()
     # Tansu drops the connection on MAX_TIMESTAMP (-3); answer it as a broker without it would.
     forced = dict(forced)
     for topic in request.payload.topics:
         for part in topic.partitions:
             if int(part.timestamp) == -1:
                 latest.add((topic.name, int(part.partition_index)))
+            elif int(part.timestamp) == -2:
+                earliest.add((topic.name, int(part.partition_index)))
             elif int(part.timestamp) == -3:
                 forced[(topic.name, int(part.partition_index))] = ErrorCode.unsupported_version
 
     async def hook(response: Any) -> Any:
-        wanted = [
+        answered = [
             (t.name, int(p.partition_index))
             for t in response.topics
             for p in t.partitions
-            if (t.name, int(p.partition_index)) in latest and p.error_code == ErrorCode.none
+            if p.error_code == ErrorCode.none
         ]
-        if not wanted:
-            return response
-        marks = await core.watermarks(wanted, stable=isolation == 1)
+        wanted = [tp for tp in answered if tp in latest]
+        marks = await core.watermarks(wanted, stable=isolation == 1) if wanted else {}
         topics = []
         for topic in response.topics:
             parts = []
             for part in topic.partitions:
-                mark = marks.get((topic.name, int(part.partition_index)))
+                where = (topic.name, int(part.partition_index))
+                mark = marks.get(where)
                 if mark is not None:
                     offset = mark.stable if isolation == 1 else mark.high
                     part = dataclasses.replace(part, offset=offset, timestamp=-1)
+                elif (
+                    where in earliest
+                    and where in answered
+                    and int(part.offset) > 0
+                    and not core.lasting_holes(*where)(0)
+                ):
+                    # Tansu answers the first offset it has stored, which is past a batch it has
+                    # reserved and not stored yet (a new partition's first records): a reader
+                    # starting there skips them for good. Tansu never deletes records, so every
+                    # log starts at 0; a fetch there waits out the hole (records.hole_at), and
+                    # offsets missing past the grace period are passed over as there.
+                    _log.debug("%s[%d]: earliest %d answered as 0", *where, int(part.offset))
+                    part = dataclasses.replace(part, offset=0)
                 parts.append(part)
             topics.append(dataclasses.replace(topic, partitions=tuple(parts)))
         return dataclasses.replace(response, topics=tuple(topics))
 
-    return await _partitioned(core, request, forced, hook if latest else None)
+    return await _partitioned(core, request, forced, hook if latest or earliest else None)
 
 
 async def metadata(core: ProxyCore, request: Request, forced: Forced) -> Action:
