@@ -143,8 +143,7 @@ class AsyncConsumer:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._check_usable()
-            self._settle()
-            if self._revocations.pending:
+            if self._revocations.pending:  # _forget settles the done() calls first
                 self._complete(self._revocations.start_poll())
             while True:
                 self._settle()

@@ -16,7 +16,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -328,7 +328,7 @@ class GroupProducer:
             registry_topic=self._registry_topic,
         )
 
-    def _abort_open(self, slots: Any) -> None:
+    def _abort_open(self, slots: Iterable[_Slot]) -> None:
         """Abort what is still open when the member closes: no next owner may come to fence it
         (the group scaled down, or deleted), and read_committed readers of the checkpoint topic and
         of every partition it wrote would wait for the broker's transaction timeout."""
@@ -346,7 +346,7 @@ class GroupProducer:
                     "member %s: abort of source partition %d failed: %s", self.pod, tx.partition, error
                 )
 
-    def _close_producers(self, slots: Any, timeout: float) -> None:
+    def _close_producers(self, slots: Iterable[_Slot], timeout: float) -> None:
         for slot in slots:
             if slot.producer is not self._shared:
                 slot.producer.close(timeout)

@@ -247,13 +247,12 @@ async def list_offsets(core: ProxyCore, request: Request, forced: Forced) -> Act
                 forced[(topic.name, int(part.partition_index))] = ErrorCode.unsupported_version
 
     async def hook(response: Any) -> Any:
-        answered = [
+        wanted = [
             (t.name, int(p.partition_index))
             for t in response.topics
             for p in t.partitions
-            if p.error_code == ErrorCode.none
+            if (t.name, int(p.partition_index)) in latest and p.error_code == ErrorCode.none
         ]
-        wanted = [tp for tp in answered if tp in latest]
         marks = await core.watermarks(wanted, stable=isolation == 1) if wanted else {}
         topics = []
         for topic in response.topics:
@@ -266,7 +265,7 @@ async def list_offsets(core: ProxyCore, request: Request, forced: Forced) -> Act
                     part = dataclasses.replace(part, offset=offset, timestamp=-1)
                 elif (
                     where in earliest
-                    and where in answered
+                    and part.error_code == ErrorCode.none
                     and int(part.offset) > 0
                     and not core.lasting_holes(*where)(0)
                 ):
