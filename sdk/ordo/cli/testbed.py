@@ -21,7 +21,6 @@ def register(commands: Any) -> None:
     up.add_argument("--kafka-port", type=int, default=9092, help="Kafka bootstrap port (0: any free port)")
     up.add_argument("--kube-port", type=int, default=6443, help="Kubernetes API port (0: any free port)")
     up.add_argument("--state-dir", type=Path, default=None, help="keep state (and the kubeconfig) here")
-    up.add_argument("--max-partitions", type=int, default=64, help="the most partitions a topic can grow to")
     up.set_defaults(run=run)
 
 
@@ -39,7 +38,6 @@ def run(args: argparse.Namespace) -> int:
         kafka_port=args.kafka_port,
         kube_port=args.kube_port,
         state_dir=args.state_dir,
-        max_partitions=args.max_partitions,
     )
     try:
         bed.start()

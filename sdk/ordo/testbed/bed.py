@@ -27,14 +27,12 @@ class Testbed:
         kafka_port: int = 0,
         kube_port: int = 0,
         state_dir: Path | None = None,
-        max_partitions: int = 64,
         kafka_control_port: int | None = 0,
     ) -> None:
         if state_dir is not None:
             state_dir.mkdir(parents=True, exist_ok=True)
         self.kafka = KafkaTestbed(
             port=kafka_port,
-            max_partitions=max_partitions,
             state_dir=state_dir / "kafka" if state_dir else None,
             control_port=kafka_control_port,
         )

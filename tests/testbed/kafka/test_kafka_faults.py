@@ -161,3 +161,9 @@ def test_late_fault_answers_after_the_request_took_effect(kafka: KafkaHandle) ->
     assert fault.hits == 1
     # ... yet the broker did it: the topic has the new partitions
     assert len(kafka.admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
+
+
+def test_metadata_points_clients_at_the_proxy(kafka: KafkaHandle) -> None:
+    kafka.require_faults()
+    brokers = kafka.admin.list_topics(timeout=10).brokers
+    assert {f"{b.host}:{b.port}" for b in brokers.values()} == {kafka.bootstrap}

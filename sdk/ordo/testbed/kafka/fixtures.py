@@ -1,7 +1,8 @@
 """pytest fixtures for the Kafka testbed; import them from a conftest.py (``from ... import *``).
 
-``ORDO_TEST_BOOTSTRAP=host:port`` runs the same tests against that (real) Kafka: no proxy, no
-faults (fault tests skip themselves through ``kafka.require_faults()``).
+One Apache Kafka broker per test session, behind the fault proxy. ``ORDO_TEST_BOOTSTRAP=host:port``
+runs the same tests against that Kafka instead: no proxy, no faults (fault tests skip themselves
+through ``kafka.require_faults()``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ class KafkaHandle:
         return self.testbed.faults
 
     @property
-    def max_partitions(self) -> int | None:
-        return self.testbed.max_partitions if self.testbed is not None else None
+    def direct_bootstrap(self) -> str:
+        """The broker itself, no fault proxy in the path (a real Kafka: its bootstrap)."""
+        return self.testbed.direct_bootstrap if self.testbed is not None else self.bootstrap
 
     def require_faults(self) -> None:
         if self.testbed is None:

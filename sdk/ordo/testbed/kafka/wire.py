@@ -37,6 +37,48 @@ def peek_request(frame: bytes) -> RequestPrefix:
     return RequestPrefix(api_key, api_version, correlation_id)
 
 
+_PRODUCE, _FIRST_FLEXIBLE_PRODUCE = 0, 9
+
+
+def expects_response(prefix: RequestPrefix, frame: bytes) -> bool:
+    """False only for a Produce with acks=0, read from the raw bytes without decoding the rest."""
+    if prefix.api_key != _PRODUCE:
+        return True
+    flexible = prefix.api_version >= _FIRST_FLEXIBLE_PRODUCE
+    offset = _REQ_PREFIX.size
+    (client_id,) = struct.unpack_from(">h", frame, offset)  # nullable string, not compact
+    offset += 2 + max(client_id, 0)
+    if flexible:
+        offset = _skip_tagged_fields(frame, offset)
+        length, offset = _uvarint(frame, offset)  # compact nullable transactional_id: length + 1
+        offset += max(length - 1, 0)
+    else:
+        (length,) = struct.unpack_from(">h", frame, offset)
+        offset += 2 + max(length, 0)
+    (acks,) = struct.unpack_from(">h", frame, offset)
+    return bool(acks != 0)
+
+
+def _uvarint(data: bytes, offset: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset
+        shift += 7
+
+
+def _skip_tagged_fields(data: bytes, offset: int) -> int:
+    count, offset = _uvarint(data, offset)
+    for _ in range(count):
+        _, offset = _uvarint(data, offset)
+        size, offset = _uvarint(data, offset)
+        offset += size
+    return offset
+
+
 def peek_correlation(frame: bytes) -> int:
     value: int = _CORRELATION.unpack_from(frame, 0)[0]
     return value
