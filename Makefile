@@ -17,10 +17,12 @@ help:
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
 	@echo "make soak     - 30 min chaos soak + every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
-$(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c
+$(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c scripts/system-deps
+	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(BIN)/python -c 'from ordo.testbed.kafka.jars import main; main()'
 	touch $(STAMP)
 
 venv: $(STAMP)

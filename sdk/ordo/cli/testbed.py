@@ -27,6 +27,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         from ..testbed.bed import Testbed
+        from ..testbed.kafka import KafkaSetupError
     except ImportError as error:
         raise CliError(
             f"the testbed needs the 'testbed' extra: pip install 'ordo[testbed]' ({error})"
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         bed.start()
-    except OSError as error:
+    except (OSError, KafkaSetupError) as error:
         raise CliError(f"cannot start the testbed: {error}") from None
     try:
         for line in bed.shell_lines():

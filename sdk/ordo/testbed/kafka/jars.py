@@ -108,3 +108,13 @@ def formatted_template(properties: Path) -> Path:
 def _with_log_dir(properties: str, log_dir: Path) -> str:
     lines = [line for line in properties.splitlines() if not line.startswith("log.dirs=")]
     return "\n".join([*lines, f"log.dirs={log_dir}", ""])
+
+
+def main() -> None:
+    """Resolve now: ``make`` does, so a missing tool or an unreachable Maven Central shows
+    before any test starts."""
+    import time
+
+    began = time.monotonic()
+    entries = classpath().split(os.pathsep)
+    print(f"Apache Kafka {KAFKA_VERSION}: {len(entries)} jars in {cache_dir()} ({time.monotonic() - began:.1f} s)")
