@@ -24,6 +24,7 @@ from . import metrics
 from .epochs import EpochHistory, Gate, GateKeeper, stamped_epoch
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
 from .errors import ConfigError
+from .group_protocol import group_protocol
 
 __all__ = ["GatedConsumer"]
 
@@ -71,6 +72,7 @@ class GatedConsumer:
         self.topics = list(topics)
         if not self.topics:
             raise ConfigError("GatedConsumer needs at least one topic")
+        group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
         self._min_backoff, self._max_backoff = min_backoff, max_backoff
         self._consumer = Consumer({**config, "enable.auto.offset.store": False})
         # Progress queries go over a connection of their own: on the consumer's, they would

@@ -165,10 +165,19 @@ def test_gated_pipeline_keeps_every_key_in_order_and_the_control_does_not(
 
 
 def test_the_job_runs_as_spark_submit_would_run_it(
-    spark: Any, kafka: KafkaHandle, log_topics: tuple[str, str], tmp_path: Path
+    spark: Any,
+    kafka: KafkaHandle,
+    log_topics: tuple[str, str],
+    tmp_path: Path,
+    group_protocol: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """spark_apps/jobs/ordered_pipeline.py's main, with Trigger.AvailableNow, on the same session."""
+    """spark_apps/jobs/ordered_pipeline.py's main, with Trigger.AvailableNow, on the same session,
+    its clients set for either group protocol (the source assigns partitions itself, as Spark's
+    Kafka source does, so it joins no group with either)."""
     import importlib.util
+
+    monkeypatch.setenv("KAFKA_GROUP_PROTOCOL", group_protocol)
 
     topic = kafka.create_topic(3)
     producer = OrderedProducer(

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from ordo.async_consumer import TP, AsyncConsumer, Batch
 from ordo.errors import ConfigError
+from ordo.group_protocol import CLASSIC, with_classic_defaults
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.waiting import wait_for
 
@@ -39,9 +40,12 @@ def filled(kafka: KafkaHandle) -> str:
     return topic
 
 
-def _config(kafka: KafkaHandle, group: str) -> dict[str, object]:
-    return kafka.config(
-        group_id=group, auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300
+def _config(kafka: KafkaHandle, group: str, protocol: str = CLASSIC) -> dict[str, object]:
+    """A member of ``group`` joining with ``protocol`` (KIP-848's session is the broker's)."""
+    return with_classic_defaults(
+        kafka.config(group_id=group, group_protocol=protocol, auto_offset_reset="earliest"),
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=300,
     )
 
 
@@ -93,10 +97,10 @@ def closing() -> Iterator[list[AsyncConsumer]]:
 
 
 def test_every_record_once_and_the_processed_positions_committed(
-    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
 ) -> None:
     group = kafka.topic("g")
-    consumer = AsyncConsumer(_config(kafka, group), [filled], ordering="unordered")
+    consumer = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="unordered")
     closing.append(consumer)
     seen: Counter[tuple[TP, int]] = Counter()
 
@@ -203,10 +207,10 @@ def test_back_pressure_bounds_work_and_buffer_without_dropping(
 
 
 def test_kept_partitions_flow_while_a_revocation_is_delayed_and_nothing_is_processed_twice(
-    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
 ) -> None:
     group = kafka.topic("g")
-    first = AsyncConsumer(_config(kafka, group), [filled], ordering="key", max_in_flight=100)
+    first = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="key", max_in_flight=100)
     closing.append(first)
     processed: dict[str, list[tuple[TP, int]]] = {"first": [], "second": []}
     held: list[Message] = []
@@ -214,7 +218,7 @@ def test_kept_partitions_flow_while_a_revocation_is_delayed_and_nothing_is_proce
     _poll_until(first, "the first records", _collect(held, PARTITIONS * 10))
     wait_for(lambda: first.buffered >= 1000, 20, "the first consumer to buffer ahead")
 
-    second = AsyncConsumer(_config(kafka, group), [filled], ordering="key")
+    second = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="key")
     closing.append(second)
     stop = threading.Event()
 
@@ -265,14 +269,16 @@ def test_kept_partitions_flow_while_a_revocation_is_delayed_and_nothing_is_proce
 
 
 def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
-    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
 ) -> None:
     group = kafka.topic("g")
-    first = AsyncConsumer(_config(kafka, group), [filled], ordering="partition", revoke_timeout=1.0)
+    first = AsyncConsumer(
+        _config(kafka, group, group_protocol), [filled], ordering="partition", revoke_timeout=1.0
+    )
     closing.append(first)
     held: list[Message] = []
     _poll_until(first, "one record of every partition", _collect(held, PARTITIONS))
-    second = AsyncConsumer(_config(kafka, group), [filled], ordering="partition")
+    second = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="partition")
     closing.append(second)
     stuck = held[:]
     refused = False

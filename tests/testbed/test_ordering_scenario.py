@@ -1,5 +1,6 @@
 """KIP-253's promise under load: 4 producer processes, 1,000 keys, expansions 3 -> 4 -> 6 -> 12 -> 13
-while they produce, 3 GatedConsumer processes in one cooperative-sticky group. The independent
+while they produce, 3 GatedConsumer processes in one group (cooperative-sticky, and KIP-848's
+consumer protocol). The independent
 verifier finds no key out of order and nothing lost; the same run with plain clients (librdkafka's
 partitioner, no gate) shows reorderings, so the check can fail."""
 
@@ -54,12 +55,12 @@ def _expand(kube: Kube, topic: str, partitions: int) -> None:
 
 
 def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], directory: Path,
-         plain: bool) -> Verdict:  # fmt: skip
+         plain: bool, group_protocol: str = "classic") -> Verdict:  # fmt: skip
     _, epochs, registry = operator
     topic = kafka.create_topic(3)
     workload = Workload(
         kafka.bootstrap, topic, directory, producers=4, consumers=3, keys=1000, rate=250,
-        plain=plain, epoch_topic=epochs, registry_topic=registry,
+        plain=plain, group_protocol=group_protocol, epoch_topic=epochs, registry_topic=registry,
     )  # fmt: skip
     try:
         # Producers first; consumers join after two expansions, so they read a backlog that spans
@@ -95,9 +96,10 @@ def kafka_end(kafka: KafkaHandle, topic: str) -> int:
 
 
 def test_expansions_under_load_keep_every_key_in_order(
-    kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], tmp_path: Path
-) -> None:
-    verdict = _run(kafka, kube, operator, tmp_path / "ordo", plain=False)
+    kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], tmp_path: Path,
+    group_protocol: str,
+) -> None:  # fmt: skip
+    verdict = _run(kafka, kube, operator, tmp_path / "ordo", plain=False, group_protocol=group_protocol)
     assert verdict.order_violations == 0, verdict.examples
     assert verdict.lost == 0
     assert verdict.processed >= verdict.delivered

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from .. import metrics
 from ..errors import ConfigError, ConsumerClosedError
+from ..group_protocol import with_classic_defaults
 from .commits import CommitPolicy, to_commit
 from .offsets import OffsetTracker
 from .revocations import Revocations
@@ -99,10 +100,10 @@ class AsyncConsumer:
         self._user_on_commit: Callable[..., None] | None = config.get("on_commit")
         self._consumer = Consumer(
             {
-                "partition.assignment.strategy": "cooperative-sticky",
                 # a resumed partition waits for the fetch long-poll in flight: keep it short
                 "fetch.wait.max.ms": 100,
-                **config,
+                # incremental rebalances (a KIP-848 group's are incremental already)
+                **with_classic_defaults(config, partition_assignment_strategy="cooperative-sticky"),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "on_commit": self._on_commit,

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from ..gated_consumer import GatedConsumer
+from ..group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
 from ._program import stop_on_signals
 from .records import decode
 
@@ -29,19 +30,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plain", action="store_true", help="raw Consumer, no gate (control)")
     parser.add_argument("--epoch-topic", default="__ordo_epochs")
+    parser.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default=CLASSIC)
     args = parser.parse_args(argv)
 
     stop = stop_on_signals()
-    config: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap,
-        "group.id": args.group,
-        "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": 6000,
-        "auto.commit.interval.ms": 200,
-        "topic.metadata.refresh.interval.ms": 1000,
-        "on_commit": _report_commit,
-    }
+    config = with_classic_defaults(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "group.protocol": args.group_protocol,
+            "auto.offset.reset": "earliest",
+            "auto.commit.interval.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "on_commit": _report_commit,
+        },
+        partition_assignment_strategy="cooperative-sticky",
+        session_timeout_ms=6000,
+    )
     if os.environ.get("ORDO_SCENARIO_DEBUG"):  # the gate's pauses, resumes and stored offsets
         logging.basicConfig(stream=sys.stderr, format="%(created).3f %(message)s")
         logging.getLogger("ordo.gated_consumer").setLevel(logging.DEBUG)

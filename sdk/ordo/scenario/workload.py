@@ -30,6 +30,7 @@ class Workload:
         rate: float = 400.0,
         group: str | None = None,
         plain: bool = False,
+        group_protocol: str = "classic",
         epoch_topic: str = "__ordo_epochs",
         registry_topic: str = "__ordo_producers",
     ) -> None:
@@ -45,7 +46,15 @@ class Workload:
             for i in range(producers)
         ]  # fmt: skip
         self._consumer_argv = [
-            [*common, "--group", self.group, "--out", str(self.processed_path(i))]
+            [
+                *common,
+                "--group",
+                self.group,
+                "--group-protocol",
+                group_protocol,
+                "--out",
+                str(self.processed_path(i)),
+            ]
             + (["--plain"] if plain else [])
             for i in range(consumers)
         ]

@@ -173,7 +173,9 @@ def merge(response: Any, shape: Shape, rejected: Rejected) -> Any:
         added = by_topic.pop(key, [])
         if added:
             gone = {int(getattr(p, shape.resp_part)) for p in added}
-            kept = tuple(p for p in getattr(topic, shape.resp_parts) if int(getattr(p, shape.resp_part)) not in gone)
+            kept = tuple(
+                p for p in getattr(topic, shape.resp_parts) if int(getattr(p, shape.resp_part)) not in gone
+            )
             topic = dataclasses.replace(topic, **{shape.resp_parts: kept + tuple(added)})
         topics.append(topic)
     for key, added in by_topic.items():

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ...group_protocol import GROUP_PROTOCOLS
 from .broker import KafkaTestbed
 from .faults import FaultSet
 
-__all__ = ["KafkaHandle", "kafka", "kafka_testbed", "unique_topic"]
+__all__ = ["KafkaHandle", "group_protocol", "kafka", "kafka_testbed", "unique_topic"]
 
 BOOTSTRAP_ENV = "ORDO_TEST_BOOTSTRAP"
 
@@ -94,3 +95,10 @@ def kafka(kafka_testbed: KafkaTestbed | None, unique_topic: Callable[[str], str]
     finally:
         if kafka_testbed is not None:
             kafka_testbed.faults.clear()
+
+
+@pytest.fixture(params=GROUP_PROTOCOLS)
+def group_protocol(request: pytest.FixtureRequest) -> str:
+    """A test taking this runs once per consumer group protocol: classic and KIP-848's consumer."""
+    protocol: str = request.param
+    return protocol

@@ -117,4 +117,5 @@ def main() -> None:
 
     began = time.monotonic()
     entries = classpath().split(os.pathsep)
-    print(f"Apache Kafka {KAFKA_VERSION}: {len(entries)} jars in {cache_dir()} ({time.monotonic() - began:.1f} s)")
+    took = time.monotonic() - began
+    print(f"Apache Kafka {KAFKA_VERSION}: {len(entries)} jars in {cache_dir()} ({took:.1f} s)")

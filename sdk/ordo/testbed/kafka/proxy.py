@@ -252,7 +252,9 @@ class _Connection:
                 try:
                     raw = await hook(raw)
                 except Exception:
-                    log.exception("fault proxy: answering with the injected error failed; dropping the connection")
+                    log.exception(
+                        "fault proxy: answering with the injected error failed; dropping the connection"
+                    )
                     return
             self.writer.write(wire.frame(raw))
             if self.writer.transport.get_write_buffer_size() > _HIGH_WATER:
@@ -330,7 +332,9 @@ def _partition_errors(request: _Request, forced: Forced, names: Names) -> _Actio
     if not left:
         if not expect:
             return _Reply(None)
-        return _Reply(request.encode_response(entities.merge(blank(request.response_schema()), shape, rejected)))
+        return _Reply(
+            request.encode_response(entities.merge(blank(request.response_schema()), shape, rejected))
+        )
 
     async def on_response(raw: bytes) -> bytes:
         return request.encode_response(entities.merge(request.decode_response(raw), shape, rejected))
