@@ -41,8 +41,7 @@ def main(selected: list[str]) -> int:
     for column in ("benchmark", "ordo", "baseline", "ratio", "target"):
         table.add_column(column)
     for r in results:
-        ratio = "-" if r.ratio != r.ratio else f"{r.ratio:.2f}"
-        table.add_row(r.name, r.ordo_text, r.baseline_text, ratio, r.target)
+        table.add_row(r.name, r.ordo_text, r.baseline_text, r.ratio_text, r.target)
     console.print(table)
     if not selected:  # the report is of the whole set; a partial run only prints
         console.print(f"report: {write_report(results, ran)}")

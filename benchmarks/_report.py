@@ -50,14 +50,16 @@ def write_report(results: Sequence[Result], modules: Sequence[str], path: Path =
         "",
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
         f"Modules: {', '.join(m.rsplit('.', 1)[-1] for m in modules)}. Ratios are ordo / baseline, "
-        "measured side by side in the same run; absolute figures vary with the machine's load.",
+        "measured side by side in the same run (in brackets: the lowest and highest ratio of the rounds "
+        "a median is taken from); absolute figures vary with the machine's load. The baseline of a "
+        "throughput row is the raw confluent-kafka client tuned as a user would tune it, against the "
+        "same Apache Kafka broker: the client's own ceiling on this machine.",
         "",
         "| benchmark | ordo | baseline | ratio | target |",
         "|---|---|---|---|---|",
     ]
     for r in results:
-        ratio = "-" if r.ratio != r.ratio else f"{r.ratio:.2f}"
-        lines.append(f"| {r.name} | {r.ordo_text} | {r.baseline_text} | {ratio} | {r.target or '-'} |")
+        lines.append(f"| {r.name} | {r.ordo_text} | {r.baseline_text} | {r.ratio_text} | {r.target or '-'} |")
     images = sorted(p.name for p in HERE.glob("*.png"))
     if images:
         lines += ["", "## Timelines", ""]

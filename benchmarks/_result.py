@@ -1,26 +1,49 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Result:
-    """One side-by-side measurement: ordo's figure, the baseline's, and the ratio between them."""
+    """One side-by-side measurement: ordo's figure, the baseline's, and the ratio between them.
+    ``spread``: the lowest and highest ratio of the rounds the figure is the median of."""
 
     name: str
     ordo: float
     baseline: float
     unit: str
     target: str = ""
+    spread: tuple[float, float] | None = None
 
     @classmethod
     def absolute(cls, name: str, value: float, unit: str, target: str = "") -> Result:
         """A figure with no baseline to compare with (a latency, a stall)."""
         return cls(name, value, float("nan"), unit, target)
 
+    @classmethod
+    def paired(
+        cls, name: str, ordo: Sequence[float], baseline: Sequence[float], unit: str, target: str = ""
+    ) -> Result:
+        """Of rounds measured side by side (ordo[i] beside baseline[i]), the round with the median
+        ratio, and the spread of all rounds' ratios. Rates on a shared machine swing between
+        rounds, so comparing each side's best would compare different luck; a round shares its
+        moment's load."""
+        ratios = sorted((o / b, o, b) for o, b in zip(ordo, baseline, strict=True))
+        _, median_ordo, median_baseline = ratios[len(ratios) // 2]
+        return cls(name, median_ordo, median_baseline, unit, target, (ratios[0][0], ratios[-1][0]))
+
     @property
     def ratio(self) -> float:
         return self.ordo / self.baseline if self.baseline == self.baseline and self.baseline else float("nan")
+
+    @property
+    def ratio_text(self) -> str:
+        if self.ratio != self.ratio:
+            return "-"
+        if self.spread is None:
+            return f"{self.ratio:.2f}"
+        return f"{self.ratio:.2f} ({self.spread[0]:.2f}-{self.spread[1]:.2f})"
 
     @property
     def ordo_text(self) -> str:
@@ -34,11 +57,3 @@ class Result:
 
     def _text(self, value: float) -> str:
         return f"{value:,.3f} {self.unit}" if value < 100 else f"{value:,.0f} {self.unit}"
-
-
-def median_pair(ordo: list[float], baseline: list[float]) -> tuple[float, float]:
-    """Of runs measured side by side (ordo[i] beside baseline[i]), the pair with the median ratio.
-    Rates through the testbed swing by 2-3x between runs, so comparing each side's best would
-    compare different luck; a pair shares its moment's load."""
-    pairs = sorted(zip(ordo, baseline, strict=True), key=lambda pair: pair[0] / pair[1])
-    return pairs[len(pairs) // 2]

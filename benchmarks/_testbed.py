@@ -1,4 +1,6 @@
-"""The Kafka testbed in its own process, so the proxy does not share the benchmark's GIL."""
+"""The brokers the benchmarks run against: Apache Kafka itself for throughput (no fault proxy in
+the path: the raw client's ceiling is the broker's), and ``ordo testbed up`` where the operator
+and pods are needed."""
 
 from __future__ import annotations
 
@@ -10,30 +12,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ordo.testbed.kafka.broker import free_port
+from ordo.testbed.kafka import KafkaBroker
 
 
 @contextmanager
 def kafka_bootstrap() -> Iterator[str]:
-    """``ORDO_BENCH_BOOTSTRAP`` (a real Kafka) or a testbed process started for this benchmark."""
+    """``ORDO_BENCH_BOOTSTRAP`` (a Kafka of your own) or a single-node Apache Kafka started for
+    this benchmark, clients straight to the broker."""
     if os.environ.get("ORDO_BENCH_BOOTSTRAP"):
         yield os.environ["ORDO_BENCH_BOOTSTRAP"]
         return
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ordo.testbed.kafka", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()  # blocks until the testbed says it is ready
-        if "ready" not in line:
-            raise RuntimeError(f"kafka testbed did not start: {line!r}")
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+    with KafkaBroker() as broker:
+        yield broker.direct_bootstrap
 
 
 @contextmanager

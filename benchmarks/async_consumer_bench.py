@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ordo.async_consumer import TP, AsyncConsumer
+from ordo.group_protocol import CLASSIC, CONSUMER, with_classic_defaults
 from ordo.scenario.records import Numbered, decode, encode, key_name
 from ordo.scenario.verify import verify
 
@@ -263,17 +264,22 @@ class _Rebalance:
     buffer_at_revoke: int = -1
 
 
-def _rebalance(bootstrap: str, kind: str, max_buffered: int, folder: Path) -> _Rebalance:
-    topic = f"rebalance-{kind}-{max_buffered}-{time.monotonic_ns()}"
+def _rebalance(
+    bootstrap: str, kind: str, max_buffered: int, folder: Path, protocol: str = CLASSIC
+) -> _Rebalance:
+    topic = f"rebalance-{kind}-{max_buffered}-{protocol}-{time.monotonic_ns()}"
     delivered = _fill(bootstrap, topic, REBALANCE_RECORDS)
-    config = {
-        "bootstrap.servers": bootstrap,
-        "group.id": f"g-{topic}",
-        "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 500,
-    }
+    config = with_classic_defaults(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+        },
+        partition_assignment_strategy="cooperative-sticky",
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=500,
+    )
 
     def make(name: str) -> _App:
         if kind == "async":
@@ -405,13 +411,13 @@ def _steady(bootstrap: str, kind: str, work: float, records: int) -> float:
     return records / elapsed
 
 
-def _median_pair(measure: Callable[[str], float], rounds: int = 3) -> tuple[float, float]:
-    """Median of ``rounds`` alternating measurements of AsyncConsumer and the raw baseline."""
-    ordo, raw = [], []
-    for _ in range(rounds):
-        ordo.append(measure("async"))
-        raw.append(measure("raw"))
-    return sorted(ordo)[rounds // 2], sorted(raw)[rounds // 2]
+def _rounds(measure: Callable[[str], float], rounds: int) -> tuple[list[float], list[float]]:
+    """(AsyncConsumer, raw) records/s per round, each round one run of each, the first alternating."""
+    rates: dict[str, list[float]] = {"async": [], "raw": []}
+    for round_ in range(rounds):
+        for kind in ("async", "raw") if round_ % 2 else ("raw", "async"):
+            rates[kind].append(measure(kind))
+    return rates["async"], rates["raw"]
 
 
 def run() -> list[Result]:
@@ -430,6 +436,11 @@ def run() -> list[Result]:
                    "rec/s", "ratio >= 0.8")
         )  # fmt: skip
         results.append(Result(f"{title}, naive consumer", naive.during, naive.steady, "rec/s"))
+        kip848 = _rebalance(bootstrap, "async", CHOSEN_BUFFER, folder, CONSUMER)
+        results.append(
+            Result(f"{title}, AsyncConsumer max_buffered {CHOSEN_BUFFER:,}, KIP-848 group", kip848.during,
+                   kip848.steady, "rec/s", "ratio >= 0.8")
+        )  # fmt: skip
         results.append(
             Result("duplicates after the rebalance, AsyncConsumer vs naive", chosen.duplicates,
                    naive.duplicates, "records", "ordo 0")
@@ -440,9 +451,7 @@ def run() -> list[Result]:
                        f"{run_.duplicates} duplicates", run_.during, run_.steady, "rec/s")
             )  # fmt: skip
         for label, work, records in (("1 ms/record", WORK, 20_000), ("no work", 0.0, 60_000)):
-            ordo, raw = _median_pair(lambda kind: _steady(bootstrap, kind, work, records), rounds=5)  # noqa: B023
-            results.append(
-                Result(f"steady state, {label}, {WORKERS} workers: AsyncConsumer vs raw Consumer + pool",
-                       ordo, raw, "rec/s", ">= 0.9")
-            )  # fmt: skip
+            ordo, raw = _rounds(lambda kind: _steady(bootstrap, kind, work, records), rounds=5)  # noqa: B023
+            name = f"steady state, {label}, {WORKERS} workers: AsyncConsumer vs raw Consumer + pool"
+            results.append(Result.paired(name, ordo, raw, "rec/s", ">= 0.9"))
     return results

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -147,19 +147,26 @@ class KafkaBroker:
             "log.dirs": str(self.data_dir / "logs"),
         }
 
-    def start(self, advertised: str | None, ready: Any, timeout: float = 90.0) -> None:
+    def start(
+        self, advertised: str | None = None, ready: Callable[[], bool] | None = None, timeout: float = 90.0
+    ) -> KafkaBroker:
         """Start on free ports and wait until ``ready()`` (a probe through whatever fronts the
-        CLIENT listener) is true; ``advertised``: the CLIENT listener's address for clients
-        (None: itself). Retries with other ports if one was taken meanwhile."""
+        CLIENT listener; None: a probe of the broker itself) is true; ``advertised``: the CLIENT
+        listener's address for clients (None: itself). Retries with other ports if one was taken
+        meanwhile. Alone (no proxy), clients use :attr:`direct_bootstrap`."""
         classpath = jars.classpath()
+        if ready is None:
+            ready = lambda: probe(HOST, self.broker_port)  # noqa: E731
         for _ in range(5):
             self.client_port, self.broker_port, controller = free_port(), free_port(), free_port()
             settings = self.settings(advertised or f"{HOST}:{self.client_port}", controller)
             if self._spawn(classpath, settings, ready, timeout):
-                return
+                return self
         raise RuntimeError(f"Kafka did not start (log: {self.log_path})")
 
-    def _spawn(self, classpath: str, settings: dict[str, str], ready: Any, timeout: float) -> bool:
+    def _spawn(
+        self, classpath: str, settings: dict[str, str], ready: Callable[[], bool], timeout: float
+    ) -> bool:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         properties = self.data_dir / "server.properties"
         properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
@@ -203,6 +210,12 @@ class KafkaBroker:
         self._close_log()
         if self._owned_dir is not None:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _close_log(self) -> None:
         if self._log is not None:
