@@ -17,12 +17,13 @@ help:
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
 	@echo "make soak     - 30 min chaos soak + every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
-$(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c scripts/system-deps
+$(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c scripts/system-deps testbed/kube-apiserver/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	$(BIN)/python -c 'from ordo.testbed.kafka.jars import main; main()'
+	$(BIN)/python -c 'from ordo.testbed.kube.binaries import main; main()'
 	touch $(STAMP)
 
 venv: $(STAMP)
