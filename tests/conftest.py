@@ -1,4 +1,4 @@
-"""Shared fixtures: the Kafka testbed (``kafka``) and the Kubernetes emulator (``kube``, ``pods``)."""
+"""Shared fixtures: the Kafka testbed (``kafka``) and the Kubernetes API server (``kube``, ``pods``)."""
 
 from collections.abc import Callable, Iterator
 from pathlib import Path

@@ -1,5 +1,5 @@
 """Bad input, table-driven, each through the surface a user meets: the CRD schema in the API
-server (emulator), the operator's condition and Event, the SDK's exception, and the control
+server, the operator's condition and Event, the SDK's exception, and the control
 topics' readers. Each case: a clear error naming the field or record, nothing changed, nothing
 lost; and the operator keeps serving other objects (the last test)."""
 
@@ -88,8 +88,8 @@ class World:
 def world(
     kube_cluster: KubeCluster, kafka_testbed: KafkaTestbed | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
-    if kafka_testbed is None or kube_cluster.emulator is None:
-        pytest.skip("the table runs on the testbed (its schema and operator cases need the emulator)")
+    if kafka_testbed is None or kube_cluster.server is None:
+        pytest.skip("the table runs on the testbed (its schema and operator cases need its API server)")
     import kubernetes
 
     api = kube_cluster.client()

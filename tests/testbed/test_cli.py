@@ -1,4 +1,4 @@
-"""``ordo verify`` and ``ordo status`` against the Kafka testbed and the Kubernetes emulator."""
+"""``ordo verify`` and ``ordo status`` against the Kafka testbed and its Kubernetes API server."""
 
 from __future__ import annotations
 

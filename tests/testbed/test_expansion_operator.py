@@ -1,4 +1,4 @@
-"""The OrderedTopicExpansion operator end to end: kopf + emulator + Kafka testbed + real producers."""
+"""The OrderedTopicExpansion operator end to end: kopf, kube-apiserver, Kafka, real producers."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import pytest
 
 from ordo.scenario.sources import verify_sources
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kube.faults import FaultProxy
 from ordo.testbed.kube.fixtures import Kube
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.pods import Pod, PodSet
@@ -113,14 +114,18 @@ def test_operator_killed_at_a_handoff_step_resumes_and_completes_it(handoff: Han
     ids=["500", "409", "slow"],
 )
 def test_kubernetes_api_failing_the_assignment_writes_is_retried(handoff: Handoff, code: int) -> None:
-    emulator = handoff.kube.emulator
-    if emulator is None:
-        pytest.skip("fault hooks need the emulator")
-    # 409/500 answer at once; code 0 answers after 5 s (the operator sets no client timeout)
-    spec = {"delay": 5.0, "code": 0} if code == 0 else {"code": code}
-    fault = emulator.faults.add(
-        verb="patch", resource="pods", namespace=handoff.kube.namespace, count=3, **spec
-    )
-    handoff.member("m-1")
-    handoff.finish()
-    assert fault.hits >= 1, "the writes met the fault"
+    server = handoff.kube.server
+    if server is None:
+        pytest.skip("the fault proxy stands in front of the testbed's API server")
+    with FaultProxy(server) as proxy:  # the operator talks to the API server through it from now on
+        handoff.operator.kubeconfig = proxy.kubeconfig_path
+        handoff.operator.restart()
+        # 409/500 answer at once; code 0 answers after 5 s (the operator sets no client timeout)
+        spec = {"delay": 5.0, "code": 0} if code == 0 else {"code": code}
+        fault = proxy.faults.add(
+            verb="patch", resource="pods", namespace=handoff.kube.namespace, count=3, **spec
+        )
+        handoff.member("m-1")
+        handoff.finish()
+        assert fault.hits >= 1, "the writes met the fault"
+        handoff.operator.stop()

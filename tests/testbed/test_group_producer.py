@@ -1,4 +1,4 @@
-"""GroupProducer against the emulator and the Kafka testbed, with the operator's part played by
+"""GroupProducer against the testbed (kube-apiserver, Kafka), with the operator's part played by
 the test (it writes the assignment annotation), so each SDK rule is checked on its own."""
 
 from __future__ import annotations

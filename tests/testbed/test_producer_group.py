@@ -1,4 +1,4 @@
-"""ProducerGroup end to end: the operator (kopf) + emulator + Kafka testbed + members as pods.
+"""ProducerGroup end to end: the operator (kopf) + the testbed (kube-apiserver, Kafka) + members as pods.
 
 KIP-509's four cases, graceful leave, a zombie, and exactly-once through SIGKILLs, each checked
 by the independent source verifier (read_committed) where data matters.

@@ -72,10 +72,10 @@ def test_a_short_sandbox_run_holds_every_check(tmp_path: Path) -> None:
 def test_the_real_cluster_mode_binds_members_to_placeholder_pods_and_cleans_up(
     tmp_path: Path, kube_cluster: KubeCluster, kafka_testbed: KafkaTestbed | None
 ) -> None:
-    """``--kubeconfig`` and ``--bootstrap`` pointed at the emulator and the testbed broker, with a
+    """``--kubeconfig`` and ``--bootstrap`` pointed at the testbed's API server and broker, with a
     stand-in kubelet making the placeholder Pods Ready as a cluster's would."""
-    if kube_cluster.emulator is None or kafka_testbed is None:
-        pytest.skip("the stand-in kubelet is for the emulator; on a real cluster, make e2e runs this mode")
+    if kube_cluster.server is None or kafka_testbed is None:
+        pytest.skip("the stand-in kubelet is for the testbed; on a real cluster, make e2e runs this mode")
     kubeconfig, topic = str(kube_cluster.kubeconfig_path), f"orders-{time.monotonic_ns()}"
     with PlaceholderKubelet(kubeconfig, "ordo-sandbox") as kubelet:
         done, report = _sandbox(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import socket
 import subprocess
@@ -60,6 +62,12 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
         )
         assert listed["items"] == []
         api.close()
+        version = subprocess.run(
+            ["kubectl", "version", "-o", "json"], env={**os.environ, "KUBECONFIG": kubeconfig},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert version.returncode == 0, version.stderr  # the real kubectl, over HTTPS with a client cert
+        assert json.loads(version.stdout)["serverVersion"]["gitVersion"].startswith("v1.")
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
@@ -67,9 +75,11 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
     assert (tmp_path / "kubeconfig").exists()
 
 
-def test_whole_testbed_starts_in_under_five_seconds() -> None:
+def test_whole_testbed_starts_in_under_thirty_seconds() -> None:
+    """Kafka's JVM, then etcd, kube-apiserver (about 4 s to /readyz) and ordo's CRDs (about 2 s)."""
     started = time.monotonic()
     with Testbed(kafka_control_port=None) as bed:
         elapsed = time.monotonic() - started
         assert _port_open(bed.bootstrap)
-    assert elapsed < 5.0, f"testbed took {elapsed:.2f}s to start"
+        print(f"\ntestbed ready in {elapsed:.2f}s (Kubernetes: {bed.kube.startup_seconds:.2f}s)")
+    assert elapsed < 30.0, f"testbed took {elapsed:.2f}s to start"

@@ -105,10 +105,13 @@ def test_status_with_an_unreachable_cluster_is_one_line(
 ) -> None:
     import yaml
 
-    from ordo.testbed.kube import kubeconfig
-
     path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig("http://127.0.0.1:1", "token")))
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "token"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))  # fmt: skip
     err = _one_line_error(["status", "--kubeconfig", str(path)], capsys, monkeypatch)
     assert "cannot reach the Kubernetes API" in err
 

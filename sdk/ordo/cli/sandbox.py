@@ -29,7 +29,7 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--kubeconfig", type=Path,
-        help="a real cluster instead of the emulator (with --bootstrap): resources, Pods and Leases are "
+        help="a real cluster instead of the testbed's (with --bootstrap): resources, Pods and Leases are "
         "there; the members run here, each bound to a placeholder Pod",
     )  # fmt: skip
     parser.add_argument(

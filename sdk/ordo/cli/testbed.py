@@ -1,4 +1,4 @@
-"""``ordo testbed up``: the Kafka testbed and the Kubernetes emulator, in the foreground."""
+"""``ordo testbed up``: the Kafka testbed and a Kubernetes API server, in the foreground."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from ..testbed.bed import Testbed
         from ..testbed.kafka import KafkaSetupError
+        from ..testbed.kube import KubeSetupError
     except ImportError as error:
         raise CliError(
             f"the testbed needs the 'testbed' extra: pip install 'ordo[testbed]' ({error})"
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         bed.start()
-    except (OSError, KafkaSetupError) as error:
+    except (OSError, RuntimeError, KafkaSetupError, KubeSetupError) as error:
         raise CliError(f"cannot start the testbed: {error}") from None
     try:
         for line in bed.shell_lines():

@@ -1,8 +1,8 @@
 """The sandbox run: start everything, perform the stages while data flows, drain, verify, report.
 
-By default everything runs here: the testbed (Kafka stand-in and Kubernetes emulator, in a process
+By default everything runs here: the testbed (Kafka and a local Kubernetes API server, in a process
 of its own), the operator, member pods as local processes. With ``bootstrap`` a real Kafka takes
-the testbed's Kafka's place. With ``kubeconfig`` too, a real cluster takes the emulator's: the
+the testbed's Kafka's place. With ``kubeconfig`` too, a real cluster takes the local one's: the
 CRDs, the ProducerGroup, the expansion, the members' Pods and Leases are there, and so is the
 operator when one is installed (else it runs here). The members still run here, each bound to a
 placeholder Pod (pause) the cluster schedules and reports Ready, because they read the SQLite
@@ -62,7 +62,7 @@ class Options:
     """The live view; None: when the console is a terminal."""
     settle_timeout: float = 90.0
     kubeconfig: Path | None = None
-    """A real cluster (needs ``bootstrap``); None: the emulator."""
+    """A real cluster (needs ``bootstrap``); None: the local API server."""
     operator: str = "auto"
     """Where the operator runs: "here", "cluster" (installed there) or "auto" (cluster if found)."""
     pod_image: str = PLACEHOLDER_IMAGE
@@ -167,12 +167,12 @@ class Sandbox:
         if self.o.bootstrap is None:
             from ..testbed.bed import testbed_process
 
-            self._say("starting the testbed (Kafka stand-in and Kubernetes emulator)")
+            self._say("starting the testbed (Kafka and a local Kubernetes API server)")
             return stack.enter_context(testbed_process(self.workdir / "testbed"))
-        from ..testbed.kube import KubeEmulator
+        from ..testbed.kube import KubeApiServer
 
-        emulator = stack.enter_context(KubeEmulator(state_dir=self.workdir / "kube"))
-        return self.o.bootstrap, Path(emulator.kubeconfig_path)
+        server = stack.enter_context(KubeApiServer(state_dir=self.workdir / "kube"))
+        return self.o.bootstrap, server.kubeconfig_path
 
     def _kubernetes(self, kubeconfig: Path, stack: ExitStack) -> dict[str, Any]:
         import kubernetes
@@ -462,7 +462,7 @@ def _installed_operator(apps: Any) -> str | None:
     try:
         found = apps.list_deployment_for_all_namespaces(label_selector="app.kubernetes.io/name=ordo").items
     except Exception as error:
-        if getattr(error, "status", None) in (403, 404):  # not allowed to look, or no apps API (the emulator)
+        if getattr(error, "status", None) in (403, 404):  # not allowed to look, or no apps API
             return None
         raise
     ready = [d for d in found if (d.status.ready_replicas or 0) > 0]

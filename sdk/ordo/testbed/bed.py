@@ -12,14 +12,14 @@ from pathlib import Path
 from types import TracebackType
 
 from .kafka import KafkaTestbed
-from .kube import KubeEmulator
+from .kube import KubeApiServer
 
 __all__ = ["Testbed", "testbed_process"]
 
 
 class Testbed:
     __test__ = False  # not a test class, whatever pytest thinks of the name
-    """The Kafka testbed and the Kubernetes emulator (with ordo's CRDs loaded), on 127.0.0.1."""
+    """The Kafka testbed and a Kubernetes API server (with ordo's CRDs installed), on 127.0.0.1."""
 
     def __init__(
         self,
@@ -36,7 +36,7 @@ class Testbed:
             state_dir=state_dir / "kafka" if state_dir else None,
             control_port=kafka_control_port,
         )
-        self.kube = KubeEmulator(
+        self.kube = KubeApiServer(
             port=kube_port,
             state_dir=state_dir / "kube" if state_dir else None,
             kubeconfig_path=state_dir / "kubeconfig" if state_dir else None,

@@ -1,4 +1,4 @@
-"""Pods as local processes: each "pod" is a Pod object in the (emulated) cluster plus a local
+"""Pods as local processes: each "pod" is a Pod object in the testbed's API server plus a local
 process, kept consistent the way a kubelet and the node controller would keep them.
 
 - start: Pod created (bound to a fake node), process started with POD_NAME, POD_NAMESPACE,

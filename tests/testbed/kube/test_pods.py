@@ -17,7 +17,7 @@ from .conftest import wait_for
 
 PROGRAM = str(Path(__file__).parent / "pod_program.py")
 # The tests of pods the testbed's own kubelet runs; the placeholder tests below say so by name.
-pytestmark = pytest.mark.usefixtures("kube_emulator")
+pytestmark = pytest.mark.usefixtures("kube_server")
 
 
 def ready(pod: Any) -> str:
@@ -123,7 +123,7 @@ def test_exit_by_itself_fails_the_pod(pods: PodSet) -> None:
     wait_for(lambda: pod.read().status.phase == "Failed", what="phase Failed")
 
 
-def test_close_kills_every_process_it_started(kube: Any, kube_emulator: Any, tmp_path: Path) -> None:
+def test_close_kills_every_process_it_started(kube: Any, kube_server: Any, tmp_path: Path) -> None:
     with PodSet(kube.kubeconfig_path, kube.namespace, log_dir=tmp_path) as podset:
         first = serving(podset, tmp_path, "a")
         second = serving(podset, tmp_path, "b")

@@ -1,38 +1,17 @@
-"""A Kubernetes API emulator for tests: kopf and the official client use it unmodified through a
-kubeconfig (insecure http + bearer token). Why it is not built on kmock: see ``server.py``.
+"""A real Kubernetes API server for tests, envtest-like: etcd, kube-apiserver and the namespace and
+garbage collectors of kube-controller-manager, built from source once per machine (``binaries``),
+no nodes. kopf, the official client and kubectl use it through an HTTPS kubeconfig.
 
-    with KubeEmulator() as kube:                        # CRDs from the repo's crds/ folder
+    with KubeApiServer() as kube:                       # ordo's CRDs from crds/, Established
         api = kubernetes.config.new_client_from_config(str(kube.kubeconfig_path))
-        kube.load_crds("more/crds")                     # any time, also via the API
-        kube.faults.add(verb="patch", resource="pods/status", code=500, count=2)
-        kube.call(lambda cluster: cluster.store.rv)     # state access on the server's loop
+        kube.apply_crds(read_crds("more/crds"))
 
-Foreground (``ordo testbed up``): ``run_foreground(port=6443, state_dir=...)`` or
-``python -m ordo.testbed.kube --port 6443 --state-dir DIR``. From another process, faults go
-through ``add_remote(url, token, **fault)`` / ``clear_remote(url, token)``.
-
-Modules: ``store`` (objects, resourceVersions, history, watch fan-out), ``cluster`` (API
-semantics), ``schema`` (OpenAPI pruning/defaulting/validation), ``patch``, ``selectors``,
-``discovery``, ``tables`` (printer columns), ``events`` (core <-> events.k8s.io), ``faults``,
-``state`` (persistence), ``server`` (HTTP), ``launcher``, ``fixtures`` (pytest).
+Foreground (``ordo testbed up`` starts it with Kafka): ``python -m ordo.testbed.kube --port 6443
+--state-dir DIR``. Pods are local processes (``ordo.testbed.pods``); ``kubelet`` serves placeholder
+Pods as a real cluster's would; ``fixtures`` has the pytest fixtures.
 """
 
-from .cluster import Cluster
-from .errors import ApiError
-from .faults import Fault, Faults, add_remote, clear_remote
-from .launcher import DEFAULT_TOKEN, KubeEmulator, default_crd_dir, kubeconfig, read_crds, run_foreground
+from .apiserver import KubeApiServer, default_crd_dir, kubeconfig, read_crds, run_foreground
+from .binaries import KubeSetupError
 
-__all__ = [
-    "DEFAULT_TOKEN",
-    "ApiError",
-    "Cluster",
-    "Fault",
-    "Faults",
-    "KubeEmulator",
-    "add_remote",
-    "clear_remote",
-    "default_crd_dir",
-    "kubeconfig",
-    "read_crds",
-    "run_foreground",
-]
+__all__ = ["KubeApiServer", "KubeSetupError", "default_crd_dir", "kubeconfig", "read_crds", "run_foreground"]

@@ -1,10 +1,10 @@
 """pytest fixtures for the Kubernetes side of the testbed (usable as a plugin:
 ``pytest_plugins = ["ordo.testbed.kube.fixtures"]``).
 
-- ``kube_cluster`` (session): a started :class:`KubeEmulator`, or a real cluster when
-  ``ORDO_TEST_KUBECONFIG`` is set.
-- ``kube_emulator``: the emulator itself; tests using it (fault hooks, state access) are skipped
-  against a real cluster.
+- ``kube_cluster`` (session): a started :class:`KubeApiServer` (etcd and kube-apiserver on this
+  machine, no nodes), or a real cluster when ``ORDO_TEST_KUBECONFIG`` is set.
+- ``kube_server``: that local server itself; tests using it (pods as local processes, faults)
+  are skipped against a real cluster.
 - ``kube``: a :class:`Kube` handle with an API client and a fresh namespace, deleted afterwards.
 - ``pods``: a :class:`~ordo.testbed.pods.PodSet` in that namespace that kills what it started.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .launcher import KubeEmulator
+from .apiserver import KubeApiServer
 
 ENV_KUBECONFIG = "ORDO_TEST_KUBECONFIG"
 
@@ -28,7 +28,7 @@ ENV_KUBECONFIG = "ORDO_TEST_KUBECONFIG"
 @dataclass
 class KubeCluster:
     kubeconfig_path: Path
-    emulator: KubeEmulator | None  # None: a real cluster
+    server: KubeApiServer | None  # None: a real cluster
 
     def client(self) -> Any:
         import kubernetes
@@ -44,7 +44,7 @@ class Kube:
     api: Any  # kubernetes.client.ApiClient
     kubeconfig_path: Path
     namespace: str
-    emulator: KubeEmulator | None
+    server: KubeApiServer | None  # None: a real cluster
 
     def event_reasons(self) -> list[str]:
         """The reasons of the Events in this test's namespace (kopf posts them in the background:
@@ -75,16 +75,15 @@ def kube_cluster() -> Iterator[KubeCluster]:
     if real:
         yield KubeCluster(Path(real), None)
         return
-    with KubeEmulator() as emulator:
-        yield KubeCluster(emulator.kubeconfig_path, emulator)
+    with KubeApiServer() as server:
+        yield KubeCluster(server.kubeconfig_path, server)
 
 
 @pytest.fixture
-def kube_emulator(kube_cluster: KubeCluster) -> KubeEmulator:
-    if kube_cluster.emulator is None:
-        pytest.skip(f"emulator-only test ({ENV_KUBECONFIG} points to a real cluster)")
-    kube_cluster.emulator.faults.clear()
-    return kube_cluster.emulator
+def kube_server(kube_cluster: KubeCluster) -> KubeApiServer:
+    if kube_cluster.server is None:
+        pytest.skip(f"a test of the local API server ({ENV_KUBECONFIG} points to a real cluster)")
+    return kube_cluster.server
 
 
 @pytest.fixture
@@ -96,10 +95,8 @@ def kube(kube_cluster: KubeCluster) -> Iterator[Kube]:
     core: Any = kubernetes.client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": namespace, "labels": {"ordo.dev/test": "true"}}})
     try:
-        yield Kube(api, kube_cluster.kubeconfig_path, namespace, kube_cluster.emulator)
+        yield Kube(api, kube_cluster.kubeconfig_path, namespace, kube_cluster.server)
     finally:
-        if kube_cluster.emulator is not None:
-            kube_cluster.emulator.faults.clear()
         try:
             core.delete_namespace(namespace)
         except kubernetes.client.ApiException as e:
@@ -113,7 +110,7 @@ def pods(kube: Kube, tmp_path: Path) -> Iterator[Any]:
     from ordo.testbed.pods import PLACEHOLDER_IMAGE, PodSet
 
     # on a real cluster (ENV_KUBECONFIG) each process is bound to a placeholder Pod the cluster runs
-    placeholder = PLACEHOLDER_IMAGE if kube.emulator is None else None
+    placeholder = PLACEHOLDER_IMAGE if kube.server is None else None
     podset = PodSet(
         kube.kubeconfig_path, kube.namespace, log_dir=tmp_path / "pods", placeholder_image=placeholder
     )

@@ -1,7 +1,7 @@
-"""A stand-in for a real cluster's kubelet, serving placeholder Pods on the emulator.
+"""A stand-in for a real cluster's kubelet, serving placeholder Pods on the testbed's API server.
 
 With it, the paths written for a real cluster (:class:`ordo.testbed.pods.PodSet` with a
-placeholder image, ``ordo sandbox --kubeconfig``) run against the emulator: a Pod running the
+placeholder image, ``ordo sandbox --kubeconfig``) run against the testbed: a Pod running the
 placeholder image turns Running and Ready, and a Pod being deleted is removed at once (pause
 stops on SIGTERM).
 """
