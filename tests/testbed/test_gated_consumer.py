@@ -13,7 +13,9 @@ from prometheus_client import REGISTRY
 from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
+from ordo.group_protocol import with_classic_defaults
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 OLD_RECORDS = 3000
@@ -196,3 +198,36 @@ def test_partitions_waiting_for_each_other_open_past_transaction_markers(kafka: 
         values = {m.value() for m in _drain(consumer, 8, timeout=30)}
         assert {b"new-0", b"new-1"} <= values, f"gates still closed: {consumer.closed_gates()}"
         assert len(values) == 8
+
+
+def test_a_subscribed_member_is_given_the_new_partitions_when_the_epoch_is_published(
+    kafka: KafkaHandle, group_protocol: str
+) -> None:
+    """librdkafka's classic group learns of new partitions only from its periodic metadata
+    refresh (every 5 minutes by default), so the moved keys would wait that long; the gated
+    consumer asks for metadata when the epoch log publishes the new epoch. A KIP-848 group is
+    told by the broker."""
+    epochs = kafka.topic("epochs")
+    ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
+    topic = kafka.create_topic(2)
+    config = with_classic_defaults(
+        kafka.config(group_id=kafka.topic("g"), group_protocol=group_protocol, auto_offset_reset="earliest"),
+        session_timeout_ms=6000,
+    )
+    writer = EpochLogWriter(kafka.config(), epochs)
+    with GatedConsumer(config, [topic], epoch_topic=epochs) as consumer:
+        wait_for(lambda: not consumer.consume(10, 0.1) and len(consumer.raw.assignment()) == 2, 30, "2 owned")
+        history = EpochHistory.initial(topic, 2).begin_fence(4)
+        writer.write(history)
+        kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+        writer.write(history.publish({0: 0, 1: 0}))
+        producer = Producer(kafka.config())
+        producer.produce(topic, b"moved", partition=3, headers=list(stamp(1)))
+        assert producer.flush(10) == 0
+        got: list[Message] = []
+        wait_for(
+            lambda: got.extend(consumer.consume(10, 0.1)) or len(got) > 0, 20, "the record of partition 3"
+        )
+        assert [(m.partition(), m.value()) for m in got] == [(3, b"moved")]
+        assert len(consumer.raw.assignment()) == 4
+    writer.close()
