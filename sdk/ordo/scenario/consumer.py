@@ -41,7 +41,6 @@ def main(argv: list[str] | None = None) -> int:
             "group.protocol": args.group_protocol,
             "auto.offset.reset": "earliest",
             "auto.commit.interval.ms": 200,
-            "topic.metadata.refresh.interval.ms": 1000,
             "on_commit": _report_commit,
         },
         partition_assignment_strategy="cooperative-sticky",
@@ -54,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         config["debug"] = os.environ["ORDO_SCENARIO_RDKAFKA_DEBUG"]
     consumer: GatedConsumer | Consumer
     if args.plain:
-        consumer = Consumer(config)
+        # a classic member sees new partitions at librdkafka's periodic refresh (5 min by
+        # default); the GatedConsumer asks when the epoch log publishes them
+        consumer = Consumer({**config, "topic.metadata.refresh.interval.ms": 1000})
         consumer.subscribe([args.topic])
     else:
         consumer = GatedConsumer(config, [args.topic], epoch_topic=args.epoch_topic)
