@@ -152,6 +152,16 @@ def test_defaults_match_the_design() -> None:
     assert OrderedTopicExpansion.model_validate(_ote()).spec.fence_timeout_seconds == 60
 
 
+@pytest.mark.parametrize("selector", [{}, {"matchLabels": {}, "matchExpressions": []}])
+def test_an_empty_selector_is_refused_by_the_model_as_by_the_crds_cel_rule(selector: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="an empty selector would select every pod in the namespace"):
+        ProducerGroup.model_validate(_pg(selector=selector))
+    (rule,) = crd_manifest(ProducerGroup)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"
+    ]["properties"]["selector"]["x-kubernetes-validations"]
+    assert rule["message"].startswith("an empty selector would select every pod")  # kubectl: test_kubectl
+
+
 def test_credentials_in_kafka_config_are_refused() -> None:
     with pytest.raises(
         ValidationError, match=r"credentials must come from secretRef, not config: sasl\.password"

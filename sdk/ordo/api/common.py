@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "PrinterColumn",
     "Resource",
     "SecretRef",
+    "Validation",
     "set_condition",
 ]
 
@@ -184,6 +185,17 @@ class PrinterColumn(BaseModel):
     priority: int = 0
 
 
+class Validation(BaseModel):
+    """A CEL rule the API server checks on create and update (``x-kubernetes-validations``);
+    ``oldSelf`` makes it a rule on changes. The message says what to do instead."""
+
+    rule: str
+    message: str
+
+    def as_schema(self) -> dict[str, JsonValue]:
+        return {"rule": self.rule, "message": self.message}
+
+
 class CrdInfo(BaseModel):
     """What a resource model needs to become a CustomResourceDefinition."""
 
@@ -193,6 +205,7 @@ class CrdInfo(BaseModel):
     short_names: list[str]
     categories: list[str] = ["ordo"]
     printer_columns: list[PrinterColumn] = []
+    validations: list[Validation] = []  # on the whole object (rules that need status or metadata)
 
     @property
     def name(self) -> str:

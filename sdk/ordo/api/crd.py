@@ -81,7 +81,7 @@ def _resource_schema(model: type[Resource]) -> JsonSchema:
     spec = structural_schema(spec_type.model_json_schema(by_alias=True))  # type: ignore[union-attr]
     status_model = next(a for a in status_type.__args__ if a is not type(None))  # type: ignore[union-attr]
     status = structural_schema(status_model.model_json_schema(by_alias=True))
-    return {
+    schema: JsonSchema = {
         "type": "object",
         "description": (model.__doc__ or "").strip(),
         "required": ["spec"],
@@ -93,6 +93,9 @@ def _resource_schema(model: type[Resource]) -> JsonSchema:
             "status": status,
         },
     }
+    if model.crd.validations:
+        schema["x-kubernetes-validations"] = [v.as_schema() for v in model.crd.validations]
+    return schema
 
 
 def crd_manifest(model: type[Resource]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..assignment import Strategy
 from .common import (
@@ -16,11 +16,18 @@ from .common import (
     Model,
     PrinterColumn,
     Resource,
+    Validation,
 )
 
 __all__ = ["MemberStatus", "PartitionCheckpoint", "ProducerGroup", "ProducerGroupSpec", "ProducerGroupStatus"]
 
 MAX_SOURCE_PARTITIONS = 100_000
+EMPTY_SELECTOR = Validation(
+    rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || "
+    "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+    message="an empty selector would select every pod in the namespace: give the member pods' labels "
+    "in matchLabels or matchExpressions",
+)
 
 
 class ProducerGroupSpec(Model):
@@ -32,7 +39,10 @@ class ProducerGroupSpec(Model):
         description="Number of source partitions (KIP-509's SOURCE_PARTITION_COUNT), numbered from 0. "
         "May grow; shrinks only when the removed partitions have no owner.",
     )
-    selector: LabelSelector = Field(description="Selects the member pods.")
+    selector: LabelSelector = Field(
+        description="Selects the member pods; must not be empty.",
+        json_schema_extra={"x-kubernetes-validations": [EMPTY_SELECTOR.as_schema()]},
+    )
     session_timeout_seconds: int = Field(
         default=30, ge=1, le=3600, description="A member whose Lease is not renewed for this long is dead."
     )
@@ -52,6 +62,13 @@ class ProducerGroupSpec(Model):
     kafka: KafkaConnection | None = Field(
         default=None, description="Kafka connection; the operator's default when absent."
     )
+
+    @field_validator("selector")
+    @classmethod
+    def _not_empty(cls, value: LabelSelector) -> LabelSelector:
+        if not value.match_labels and not value.match_expressions:
+            raise ValueError(EMPTY_SELECTOR.message)
+        return value
 
 
 class MemberStatus(Model):
@@ -105,13 +122,36 @@ class ProducerGroup(Resource):
         singular="producergroup",
         short_names=["pg"],
         printer_columns=[
-            PrinterColumn(name="Partitions", type="integer", json_path=".spec.sourcePartitions"),
-            PrinterColumn(name="Members", type="integer", json_path=".status.memberCount"),
-            PrinterColumn(name="Generation", type="integer", json_path=".status.generation"),
             PrinterColumn(
-                name="Ready", type="string", json_path='.status.conditions[?(@.type=="Ready")].status'
+                name="Partitions",
+                type="integer",
+                json_path=".spec.sourcePartitions",
+                description="Source partitions shared by the members.",
             ),
-            PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
+            PrinterColumn(
+                name="Members",
+                type="integer",
+                json_path=".status.memberCount",
+                description="Live members: Ready pods with a renewed Lease.",
+            ),
+            PrinterColumn(
+                name="Generation",
+                type="integer",
+                json_path=".status.generation",
+                description="Assignment generation, bumped on every change.",
+            ),
+            PrinterColumn(
+                name="Ready",
+                type="string",
+                json_path='.status.conditions[?(@.type=="Ready")].status',
+                description="True once the assignment is settled (every member acknowledged it).",
+            ),
+            PrinterColumn(
+                name="Age",
+                type="date",
+                json_path=".metadata.creationTimestamp",
+                description="Time since the group was created.",
+            ),
         ],
     )
     kind: Literal["ProducerGroup"] = "ProducerGroup"

@@ -7,7 +7,16 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from .common import TOPIC_PATTERN, Condition, CrdInfo, KafkaConnection, Model, PrinterColumn, Resource
+from .common import (
+    TOPIC_PATTERN,
+    Condition,
+    CrdInfo,
+    KafkaConnection,
+    Model,
+    PrinterColumn,
+    Resource,
+    Validation,
+)
 
 __all__ = [
     "ExpansionPhase",
@@ -83,14 +92,42 @@ class OrderedTopicExpansion(Resource):
         singular="orderedtopicexpansion",
         short_names=["ote"],
         printer_columns=[
-            PrinterColumn(name="Topic", type="string", json_path=".spec.topic"),
-            PrinterColumn(name="From", type="integer", json_path=".status.fromPartitions"),
-            PrinterColumn(name="To", type="integer", json_path=".spec.partitions"),
-            PrinterColumn(name="Phase", type="string", json_path=".status.phase"),
-            PrinterColumn(name="Epoch", type="integer", json_path=".status.epoch", priority=1),
-            PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
+            PrinterColumn(
+                name="Topic", type="string", json_path=".spec.topic", description="The topic to grow."
+            ),
+            PrinterColumn(
+                name="From", type="integer", json_path=".status.fromPartitions",
+                description="Partition count before the expansion.",
+            ),
+            PrinterColumn(
+                name="To", type="integer", json_path=".spec.partitions", description="Target partition count."
+            ),
+            PrinterColumn(
+                name="Phase", type="string", json_path=".status.phase",
+                description="Pending, Fencing, Expanding, Publishing, Completed, Aborted or Failed.",
+            ),
+            PrinterColumn(
+                name="Ready", type="string", json_path='.status.conditions[?(@.type=="Ready")].status',
+                description="True once the expansion completed.",
+            ),
+            PrinterColumn(
+                name="Epoch", type="integer", json_path=".status.epoch", priority=1,
+                description="The epoch this expansion creates.",
+            ),
+            PrinterColumn(
+                name="Age", type="date", json_path=".metadata.creationTimestamp",
+                description="Time since the expansion was created.",
+            ),
         ],
-    )
+        validations=[
+            Validation(
+                rule="!has(oldSelf.status) || !has(oldSelf.status.startedAt) || "
+                "(self.spec.topic == oldSelf.spec.topic && self.spec.partitions == oldSelf.spec.partitions)",
+                message="spec.topic and spec.partitions cannot change once the expansion has started "
+                "(status.startedAt is set): create another OrderedTopicExpansion for a new target",
+            )
+        ],
+    )  # fmt: skip
     kind: Literal["OrderedTopicExpansion"] = "OrderedTopicExpansion"
     spec: OrderedTopicExpansionSpec
     status: OrderedTopicExpansionStatus | None = None
