@@ -20,6 +20,7 @@ from typing import IO, Any, TypeVar
 from aiohttp import web
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
+from ..children import die_with_parent
 from . import jars, wire
 from .control import start_control
 from .faults import FaultSet
@@ -185,6 +186,7 @@ class KafkaBroker:
              "-cp", classpath, "kafka.Kafka", str(properties)],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C in the terminal must not reach it before we stop it
+            preexec_fn=die_with_parent,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
