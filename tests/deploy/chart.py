@@ -17,6 +17,7 @@ RELEASE, NAMESPACE = "ordo", "ordo-system"
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "namespaced": {"rbac": {"scope": "namespace"}, "watchNamespaces": ["data", "billing"]},
+    "workloads": {"rbac": {"workloadNamespaces": ["data", "billing"]}},
     "ha": {
         "replicaCount": 3,
         "podDisruptionBudget": {"enabled": True},

@@ -47,6 +47,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(name: str) -> None:
     needed = {use.permission for use in uses}
     roles = _operator_rules(render(name))
     assert roles
+    if _mode(VALUE_SETS[name])["clusterwide"]:  # the ClusterRoles together, wherever each is bound
+        roles = {" + ".join(roles): [rule for rules in roles.values() for rule in rules]}
     for role, rules in roles.items():
         have = granted(rules)
         missing = sorted(needed - have)
@@ -54,6 +56,19 @@ def test_rbac_grants_exactly_what_the_operator_uses(name: str) -> None:
         assert not missing, f"{role} lacks permissions the operator uses: {where}"
         unused = sorted(have - needed, key=str)
         assert not unused, f"{role} grants what no operator code uses: {[str(p) for p in unused]}"
+
+
+def test_workload_namespaces_keep_pod_patches_and_secrets_out_of_the_cluster_wide_role() -> None:
+    objects = render("workloads")
+    bound = {o["roleRef"]["name"] for o in objects if o["kind"] == "ClusterRoleBinding"}
+    (cluster_wide,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] in bound]
+    workloads = {Permission("", "pods", "patch"), Permission("", "secrets", "get")}
+    assert not granted(cluster_wide["rules"]) & workloads
+    bindings = [o for o in objects if o["kind"] == "RoleBinding" and component(o) == "operator"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["billing", "data"]
+    (target,) = {b["roleRef"]["name"] for b in bindings}
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == target]
+    assert granted(role["rules"]) == workloads
 
 
 def test_namespace_scope_needs_no_cluster_scoped_resource() -> None:

@@ -84,6 +84,12 @@ the operator's code calls; tests/deploy/test_rbac.py derives that set from the c
 when this list grants more or less.
 */}}
 {{- define "ordo.namespacedRules" -}}
+{{ include "ordo.readRules" . }}
+{{ include "ordo.workloadRules" . }}
+{{- end }}
+
+{{/* What the operator needs wherever it serves: its resources, pods and Leases to read, Events. */}}
+{{- define "ordo.readRules" -}}
 # The custom resources: kopf lists and watches them and patches finalizers and its annotations;
 # handlers write status through the status subresource.
 - apiGroups: [ordo.dev]
@@ -92,10 +98,10 @@ when this list grants more or less.
 - apiGroups: [ordo.dev]
   resources: [orderedtopicexpansions/status, producergroups/status]
   verbs: [patch]
-# ProducerGroup members: their assignment is written into an annotation of their pod.
+# ProducerGroup members: the operator follows their pods.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch, patch]
+  verbs: [list, watch]
 # ProducerGroup members' Leases: liveness and acknowledgements (members write them).
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
@@ -104,6 +110,17 @@ when this list grants more or less.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- end }}
+
+{{/*
+What the operator needs only where ordo's resources live: with rbac.scope=cluster and
+rbac.workloadNamespaces, a RoleBinding in each of those namespaces grants it, not the ClusterRole.
+*/}}
+{{- define "ordo.workloadRules" -}}
+# ProducerGroup members: their assignment is written into an annotation of their pod.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [patch]
 # spec.kafka.secretRef: the TLS/SASL settings of a resource's Kafka connection.
 - apiGroups: [""]
   resources: [secrets]

@@ -24,12 +24,16 @@ class OperatorProcess:
         namespaces: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
+        args: Sequence[str] = (),
     ) -> None:
+        """``args``: more of ``ordo_operator``'s options, e.g. ``--no-scanning`` as the chart gives
+        a namespace-scoped operator."""
         self.kubeconfig = kubeconfig
         self.bootstrap = bootstrap
         self.namespaces = list(namespaces)
         self.env = dict(env or {})
         self.log_path = log_path
+        self.args = list(args)
         self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -38,6 +42,7 @@ class OperatorProcess:
         argv = [sys.executable, "-m", "ordo_operator"]
         for namespace in self.namespaces:
             argv += ["--namespace", namespace]
+        argv += self.args
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),

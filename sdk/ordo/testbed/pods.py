@@ -180,7 +180,7 @@ class Pod:
             "POD_NAME": self.name,
             "POD_NAMESPACE": self.namespace,
             "POD_IP": POD_IP,
-            "KUBECONFIG": str(podset.kubeconfig_path),
+            "KUBECONFIG": str(podset.process_kubeconfig),
         }
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(
@@ -279,15 +279,19 @@ class PodSet:
         node_name: str = NODE_NAME,
         placeholder_image: str | None = None,
         ready_timeout: float = 180.0,
+        process_kubeconfig: Path | str | None = None,
     ):
         """``placeholder_image``: a real cluster (see the module's doc); ``ready_timeout`` bounds the
-        wait for each placeholder Pod to be scheduled, pulled and Ready."""
+        wait for each placeholder Pod to be scheduled, pulled and Ready; ``process_kubeconfig``: the
+        identity the processes use (default: the set's own, ``kubeconfig_path``), as a Pod's
+        ServiceAccount would give them one."""
         import kubernetes
 
         self.id = uuid.uuid4().hex[:10]
         self.placeholder_image = placeholder_image
         self.ready_timeout = ready_timeout
         self.kubeconfig_path = Path(kubeconfig_path)
+        self.process_kubeconfig = Path(process_kubeconfig or kubeconfig_path)
         self.namespace = namespace
         self.node_name = node_name
         self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="ordo-pods-"))
