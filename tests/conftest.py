@@ -10,6 +10,7 @@ from ordo.testbed.kafka.fixtures import *  # noqa: F403
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube.fixtures import *  # noqa: F403
 from ordo.testbed.kube.fixtures import Kube
+from ordo.testbed.kube.identity import operator_identity
 from ordo.testbed.operator import OperatorProcess
 
 
@@ -25,17 +26,23 @@ def log_topics(kafka: KafkaHandle) -> tuple[str, str]:
 def operator_process(
     kafka: KafkaHandle, kube: Kube, log_topics: tuple[str, str], tmp_path: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
-    """Makes (not starts) operator processes for this test's namespace and log topics; stops them."""
+    """Makes (not starts) operator processes for this test's namespace and log topics; stops them.
+    On the testbed each runs as the chart makes it: its ServiceAccount, with the chart's Role."""
     made: list[OperatorProcess] = []
+    kubeconfig, args = kube.kubeconfig_path, []
+    if kube.server is not None:
+        kubeconfig = operator_identity(kube.server, kube.api, kube.namespace, tmp_path)
+        args = ["--no-scanning"]  # as the chart runs a namespace-scoped operator
 
     def make(**env: str) -> OperatorProcess:
         epochs, registry = log_topics
         process = OperatorProcess(
-            kube.kubeconfig_path,
+            kubeconfig,
             kafka.bootstrap,
             namespaces=[kube.namespace],
             env={"ORDO_EPOCH_TOPIC": epochs, "ORDO_REGISTRY_TOPIC": registry, **env},
             log_path=tmp_path / "operator.log",
+            args=args,
         )
         made.append(process)
         return process

@@ -5,7 +5,6 @@ identities through an expansion and a ProducerGroup handoff, with nothing refuse
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import shutil
@@ -15,21 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import helm_python as helm
+import kubernetes
 import pytest
-import yaml
 
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.kube import KubeApiServer
 from ordo.testbed.kube.fixtures import Kube
+from ordo.testbed.kube.identity import apply_rbac, chart_rbac, token_kubeconfig
 from ordo.testbed.operator import OperatorProcess
 from ordo.testbed.pods import PodSet
 from ordo.testbed.resources import Expansions, Groups, group_member_argv
 
-from .chart import CHART, ROOT
+from .chart import ROOT
 
 pytestmark = pytest.mark.testbed
-RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 MEMBER_SA = "ordo-member"
 _ROW = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
@@ -85,21 +83,6 @@ def beyond(granted: dict[str, set[str]], baseline: dict[str, set[str]]) -> dict[
     return {r: v for r, v in extra.items() if v}
 
 
-def token_kubeconfig(server: KubeApiServer, core: Any, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig for a ServiceAccount: a token from the TokenRequest API, as a Pod would get."""
-    token = core.create_namespaced_service_account_token(
-        account, namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    ca = base64.b64encode(server.pki.path("ca.crt").read_bytes()).decode()
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "tb", "cluster": {"server": server.url, "certificate-authority-data": ca}}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "tb", "user": account, "namespace": namespace}}],
-    }))  # fmt: skip
-    return path
-
-
 def cluster_scope(namespace: str) -> dict[str, Any]:
     return {"rbac": {"workloadNamespaces": [namespace]}}
 
@@ -116,20 +99,8 @@ def installed(
     parametrized with (a function of the namespace): (operator ServiceAccount, objects)."""
     release = f"r{uuid.uuid4().hex[:8]}"  # cluster-scoped names must not meet another test's
     values = {**request.param(kube.namespace), "memberRbac": {"create": True, "namespaces": [kube.namespace]}}
-    with helm.Chart.load(CHART) as chart:
-        manifests = chart.render(values, name=release, namespace=kube.namespace, is_install=True)
-    objects = [
-        doc
-        for name, text in sorted(manifests.items()) if not name.endswith(".txt")
-        for doc in yaml.safe_load_all(text) if doc and doc["kind"] in RBAC_KINDS
-    ]  # fmt: skip
-    kubectl(
-        kube.kubeconfig_path,
-        "apply",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}),
-    )
+    objects = chart_rbac(values, release, kube.namespace)
+    apply_rbac(kube.api, objects)
     (operator_sa,) = [
         o["metadata"]["name"]
         for o in objects
@@ -138,9 +109,12 @@ def installed(
     try:
         yield operator_sa, objects
     finally:
-        cluster_wide = [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-        listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": cluster_wide})
-        kubectl(kube.kubeconfig_path, "delete", "--wait=false", "-f", "-", stdin=listed)
+        rbac: Any = kubernetes.client.RbacAuthorizationV1Api(kube.api)
+        for obj in objects:
+            if obj["kind"] == "ClusterRoleBinding":
+                rbac.delete_cluster_role_binding(obj["metadata"]["name"])
+            elif obj["kind"] == "ClusterRole":
+                rbac.delete_cluster_role(obj["metadata"]["name"])
 
 
 @pytest.mark.parametrize("installed", [cluster_scope], indirect=True)
@@ -174,8 +148,8 @@ def test_the_operator_and_a_member_work_under_the_charts_identities(
 ) -> None:
     operator_sa, _ = installed
     ns = kube.namespace
-    as_operator = token_kubeconfig(kube_server, kube.core, ns, operator_sa, tmp_path / "operator.kubeconfig")
-    as_member = token_kubeconfig(kube_server, kube.core, ns, MEMBER_SA, tmp_path / "member.kubeconfig")
+    as_operator = token_kubeconfig(kube_server, kube.api, ns, operator_sa, tmp_path / "operator.kubeconfig")
+    as_member = token_kubeconfig(kube_server, kube.api, ns, MEMBER_SA, tmp_path / "member.kubeconfig")
     epochs, registry = log_topics
     operator = OperatorProcess(
         as_operator, kafka.bootstrap, namespaces=[ns], log_path=tmp_path / "operator.log",
