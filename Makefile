@@ -41,7 +41,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
 	$(BIN)/mypy tests/testbed/*.py
-	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e tests/chaos
+	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e tests/chaos tests/testbed/kube
 	$(BIN)/mypy examples
 
 crds: $(STAMP)

@@ -9,13 +9,14 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 
 def read_label(label: str) -> None:
     import kubernetes
 
-    kubernetes.config.load_kube_config()  # from KUBECONFIG, as set by the pod launcher
-    pod = kubernetes.client.CoreV1Api().read_namespaced_pod(
+    kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]  # KUBECONFIG, as the pod launcher sets it
+    pod: Any = kubernetes.client.CoreV1Api().read_namespaced_pod(
         os.environ["POD_NAME"], os.environ["POD_NAMESPACE"]
     )
     print(f"label {label}={pod.metadata.labels[label]}", flush=True)

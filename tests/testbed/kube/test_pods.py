@@ -29,7 +29,7 @@ def gone(pod: Any) -> bool:
     try:
         pod.read()
     except ApiException as e:
-        return e.status == 404
+        return bool(e.status == 404)
     return False
 
 
