@@ -89,7 +89,7 @@ class GatedConsumer:
         self._held: dict[TP, _Held] = {}
         self._ready: deque[Message] = deque()  # admitted from a buffer, not yet handed out
         self._processed: dict[TP, int] = {}  # next offset to process, per partition we processed
-        self._pending_store: list[Message] = []
+        self._pending_store: dict[TP, int] = {}  # handed out by the last consume, stored by the next
         self._next_skip_check = 0.0
         self._user_assign, self._user_revoke = on_assign, on_revoke
         self.gate_waits: list[float] = []  # seconds each closed gate held its partition
@@ -128,42 +128,82 @@ class GatedConsumer:
         self._store_processed()
         self._check_held()
         admitted: list[Message] = []
+        handed: dict[TP, int] = {}  # per partition, the last offset handed out by this call
         while self._ready and len(admitted) < num_messages:
-            admitted.append(self._ready.popleft())
+            message = self._ready.popleft()
+            admitted.append(message)
+            if message.error() is None:
+                where, offset = _position(message)
+                handed[where] = offset
         if len(admitted) < num_messages:
             wait = 0.0 if admitted else min(timeout, self._next_check_in()) if self._held else timeout
             fetched = self._consumer.consume(num_messages - len(admitted), wait)
             if self._trace and fetched:
                 _log.debug("fetched %s", _spans(fetched))
-            admitted += self._admit_all(fetched)
-        self._pending_store = [m for m in admitted if m.error() is None]
+            admitted += self._admit_all(fetched, handed)
+        self._pending_store = handed
         return admitted
 
-    def _admit_all(self, messages: list[Message]) -> list[Message]:
-        """The admissible messages, in order; the rest wait in their partition's buffer."""
+    def _admit_all(self, messages: list[Message], handed: dict[TP, int]) -> list[Message]:
+        """The admissible messages, in order; the rest wait in their partition's buffer.
+        ``handed``: gets the last offset admitted per partition.
+
+        The consumer's hot path. A fetched batch comes in runs of one partition; a run is judged
+        as a whole from its last record when it can be: stamps never decrease along a partition
+        (producers are fenced between epochs), so if the last record's epoch is known, every
+        record's is; and offsets rise, so if the last one is below where the open gate ends,
+        every one is. Per record only the run's end is looked for."""
         admitted: list[Message] = []
-        append = admitted.append
-        held_partitions = self._held
-        open_until = self._open_until
-        for message in messages:  # the consumer's hot path: locals and no helper calls
-            if message.error() is not None:
-                append(message)
+        count = len(messages)
+        start = 0
+        while start < count:
+            first = messages[start]
+            if first.error() is not None:
+                admitted.append(first)
+                start += 1
                 continue
-            tp = (message.topic(), message.partition())
-            offset: int = message.offset()  # type: ignore[assignment]  # never None for data
-            if held_partitions:
-                held = held_partitions.get(tp)  # type: ignore[arg-type]
-                if held is not None:
-                    held.buffer.append(message)  # behind a closed gate: keep the partition's order
-                    continue
-            headers = message.headers()
-            if headers is not None and self._ahead_of_log(tp, offset, headers, message):  # type: ignore[arg-type]
-                continue
-            if offset < open_until.get(tp, -1) or self._admit(tp, offset):  # type: ignore[arg-type]
-                append(message)
-            else:
-                held_partitions[tp].buffer.append(message)  # type: ignore[index]
+            topic, partition = first.topic(), first.partition()
+            end = start + 1
+            while end < count:
+                following = messages[end]
+                if following.partition() != partition or following.error() is not None:
+                    break
+                if following.topic() != topic:
+                    break
+                end += 1
+            tp: TP = (topic, partition)  # type: ignore[assignment]  # data messages have both
+            self._admit_run(tp, messages[start:end], admitted, handed)
+            start = end
         return admitted
+
+    def _admit_run(self, tp: TP, run: list[Message], admitted: list[Message], handed: dict[TP, int]) -> None:
+        held = self._held.get(tp)
+        if held is not None:
+            held.buffer.extend(run)  # behind a closed gate: keep the partition's order
+            return
+        last = run[-1]
+        last_offset: int = last.offset()  # type: ignore[assignment]  # never None for data
+        headers = last.headers()
+        stamped = stamped_epoch(headers) if headers is not None else None
+        if (stamped is None or stamped <= self._known_epoch(tp[0])) and last_offset < self._open_until.get(
+            tp, -1
+        ):
+            admitted.extend(run)
+            handed[tp] = last_offset
+            return
+        for message in run:  # a gate to evaluate, or an epoch the log has not shown yet
+            if tp in self._held:
+                self._held[tp].buffer.append(message)
+                continue
+            offset: int = message.offset()  # type: ignore[assignment]
+            headers = message.headers()
+            if headers is not None and self._ahead_of_log(tp, offset, headers, message):
+                continue
+            if offset < self._open_until.get(tp, -1) or self._admit(tp, offset):
+                admitted.append(message)
+                handed[tp] = offset
+            else:
+                self._held[tp].buffer.append(message)
 
     def _ahead_of_log(self, tp: TP, offset: int, headers: Any, message: Message) -> bool:
         """Hold ``message`` when its stamp names an epoch the epoch log has not shown yet."""
@@ -298,7 +338,7 @@ class GatedConsumer:
                 metrics.gate_wait(tp[0], now - held.since)
                 metrics.gates_closed(tp[0], sum(1 for t, _ in self._held if t == tp[0]))
                 # the buffered records go first; a later one may meet the next epoch's gate
-                self._ready.extend(self._admit_all(held.buffer))
+                self._ready.extend(self._admit_all(held.buffer, {}))
                 if self._trace:
                     _log.debug("gate of %s at %d open: %s", tp, held.gate.offset, _spans(held.buffer))
                 if tp not in self._held:
@@ -360,19 +400,15 @@ class GatedConsumer:
             self._consumer.store_offsets(offsets=skipped)
 
     def _store_handed_out(self) -> None:
-        # a partition's records come in offset order: its last one is the position to store
-        latest: dict[TP, int] = {}
-        for message in self._pending_store:
-            latest[(message.topic(), message.partition())] = message.offset()  # type: ignore[index,assignment]
         processed = self._processed
         offsets = []
-        for (topic, partition), offset in latest.items():
+        for (topic, partition), offset in self._pending_store.items():
             processed[(topic, partition)] = offset + 1
             offsets.append(TopicPartition(topic, partition, offset + 1))
         if self._trace:
             _log.debug("store handed out %s", {(t.topic, t.partition): t.offset for t in offsets})
         self._consumer.store_offsets(offsets=offsets)
-        self._pending_store = []
+        self._pending_store = {}
 
     # -- events ------------------------------------------------------------------------------
 
