@@ -1,4 +1,5 @@
-"""Run as a pod by test_pods.py: ``pod_program.py read-label <label>`` or ``serve <release-file>``."""
+"""Run as a pod by test_pods.py: ``pod_program.py read-label <label>``, ``annotate-self`` or
+``serve <release-file>``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,21 @@ def read_label(label: str) -> None:
     print(f"label {label}={pod.metadata.labels[label]}", flush=True)
 
 
+def annotate_self() -> None:
+    """What a member must not do: change its own Pod (where its assignment is written)."""
+    import kubernetes
+    from kubernetes.client import ApiException
+
+    kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+    core: Any = kubernetes.client.CoreV1Api()
+    body = {"metadata": {"annotations": {"ordo.dev/assignment": "{}"}}}
+    try:
+        core.patch_namespaced_pod(os.environ["POD_NAME"], os.environ["POD_NAMESPACE"], body)
+        print("patched", flush=True)
+    except ApiException as error:
+        print(f"refused {error.status}", flush=True)
+
+
 def serve(release: Path) -> None:
     def on_term(signum: int, frame: FrameType | None) -> None:
         print("got SIGTERM", flush=True)
@@ -39,6 +55,8 @@ def serve(release: Path) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "read-label":
         read_label(sys.argv[2])
+    elif sys.argv[1] == "annotate-self":
+        annotate_self()
     elif sys.argv[1] == "serve":
         serve(Path(sys.argv[2]))
     else:

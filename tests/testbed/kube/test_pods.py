@@ -55,6 +55,13 @@ def test_pod_reads_its_own_pod_through_its_env(pods: PodSet) -> None:
     assert ready(pod) == "False"
 
 
+def test_pods_run_as_the_charts_member_service_account(pods: PodSet) -> None:
+    """They may read their Pod (above) but not change it: the chart's member Role, enforced."""
+    pod = pods.start("meddler", [sys.executable, PROGRAM, "annotate-self"])
+    assert pod.wait(60) == 0, pod.stderr()
+    assert pod.stdout().strip() == "refused 403"
+
+
 def test_last_words_hold_each_pods_output_and_its_threads_stacks(pods: PodSet, tmp_path: Path) -> None:
     serving(pods, tmp_path)
     words = pods.last_words()

@@ -6,11 +6,13 @@
 - ``kube_server``: that local server itself; tests using it (pods as local processes, faults)
   are skipped against a real cluster.
 - ``kube``: a :class:`Kube` handle with an API client and a fresh namespace, deleted afterwards.
-- ``pods``: a :class:`~ordo.testbed.pods.PodSet` in that namespace that kills what it started.
+- ``pods``: a :class:`~ordo.testbed.pods.PodSet` in that namespace that kills what it started;
+  on the testbed its processes use the ServiceAccount the chart gives members (``memberRbac``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 
 from .apiserver import KubeApiServer
+from .identity import member_identity
 
 ENV_KUBECONFIG = "ORDO_TEST_KUBECONFIG"
 
@@ -111,9 +114,14 @@ def pods(kube: Kube, tmp_path: Path) -> Iterator[Any]:
 
     # on a real cluster (ENV_KUBECONFIG) each process is bound to a placeholder Pod the cluster runs
     placeholder = PLACEHOLDER_IMAGE if kube.server is None else None
+    identity = None  # on the testbed, the processes are who the chart's memberRbac makes them
+    if kube.server is not None:
+        with contextlib.suppress(ImportError):  # rendering the chart needs the dev extra
+            identity = member_identity(kube.server, kube.api, kube.namespace, tmp_path)
     podset = PodSet(
-        kube.kubeconfig_path, kube.namespace, log_dir=tmp_path / "pods", placeholder_image=placeholder
-    )
+        kube.kubeconfig_path, kube.namespace, log_dir=tmp_path / "pods", placeholder_image=placeholder,
+        process_kubeconfig=identity,
+    )  # fmt: skip
     try:
         yield podset
     finally:

@@ -13,7 +13,7 @@ import yaml
 
 from .apiserver import KubeApiServer
 
-__all__ = ["CHART", "apply_rbac", "chart_rbac", "operator_identity", "token_kubeconfig"]
+__all__ = ["CHART", "apply_rbac", "chart_rbac", "member_identity", "operator_identity", "token_kubeconfig"]
 
 CHART = Path(__file__).resolve().parents[4] / "charts" / "ordo"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -81,3 +81,13 @@ def operator_identity(server: KubeApiServer, api: Any, namespace: str, folder: P
     apply_rbac(api, objects)
     (account,) = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
     return token_kubeconfig(server, api, namespace, account, folder / "operator.kubeconfig")
+
+
+def member_identity(server: KubeApiServer, api: Any, namespace: str, folder: Path) -> Path:
+    """ProducerGroup members as the chart's ``memberRbac`` makes them in ``namespace``: its
+    ServiceAccount, Role and RoleBinding applied, and the ServiceAccount's kubeconfig."""
+    values = {"rbac": {"create": False}, "memberRbac": {"create": True, "namespaces": [namespace]}}
+    objects = chart_rbac(values, "ordo", namespace)
+    apply_rbac(api, objects)
+    account = next(o for o in objects if o["kind"] == "RoleBinding")["subjects"][0]["name"]
+    return token_kubeconfig(server, api, namespace, account, folder / "member.kubeconfig")
