@@ -55,12 +55,12 @@ def apply_rbac(api: Any, objects: list[dict[str, Any]]) -> None:
 
 
 def token_kubeconfig(server: KubeApiServer, api: Any, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig for a ServiceAccount, with a token valid for an hour."""
+    """A kubeconfig for a ServiceAccount, with a token valid for six hours (a soak takes one)."""
     import kubernetes
 
     core: Any = kubernetes.client.CoreV1Api(api)
     token = core.create_namespaced_service_account_token(
-        account, namespace, {"spec": {"expirationSeconds": 3600}}
+        account, namespace, {"spec": {"expirationSeconds": 6 * 3600}}
     ).status.token
     ca = base64.b64encode(server.pki.path("ca.crt").read_bytes()).decode()
     path.write_text(yaml.safe_dump({
