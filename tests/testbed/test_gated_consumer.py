@@ -180,9 +180,15 @@ def test_partitions_waiting_for_each_other_open_past_transaction_markers(kafka: 
             producer.produce(topic, f"old-{partition}-{i}".encode(), partition=partition)
         producer.commit_transaction(30)
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    ends = kafka.admin.list_offsets({TopicPartition(topic, p): latest for p in (0, 1)})
-    thresholds = {tp.partition: future.result(10).offset for tp, future in ends.items()}
-    assert thresholds == {0: 6, 1: 6}  # 3 records and 3 commit markers each
+
+    def ends() -> dict[int, int]:
+        found = kafka.admin.list_offsets({TopicPartition(topic, p): latest for p in (0, 1)})
+        return {tp.partition: future.result(10).offset for tp, future in found.items()}
+
+    # commit_transaction returns before Kafka has written the last markers (the coordinator
+    # writes them after answering EndTxn): 3 records and 3 commit markers each, soon
+    wait_for(lambda: ends() == {0: 6, 1: 6}, 10, "the last commit markers in the log")
+    thresholds = ends()
     writer = EpochLogWriter(kafka.config(), epochs)
     history = EpochHistory.initial(topic, 2).begin_fence(3)
     writer.write(history)
