@@ -80,6 +80,7 @@ class GatedConsumer:
         # queue behind its fetch long-poll (fetch.wait.max.ms) and the gate would open late.
         self._progress_config = {k: v for k, v in config.items() if not callable(v)}
         self._progress_reader: Consumer | None = None
+        self._reader_stale: set[str] = set()  # topics to ask the reader's metadata of again
         client = {k: v for k, v in config.items() if k not in ("group.id", "group.instance.id")}
         self._owns_log = epoch_log is None
         self._log = epoch_log or EpochLog(client, epoch_topic)
@@ -340,6 +341,11 @@ class GatedConsumer:
             self._progress_reader = Consumer({**self._progress_config, "enable.auto.commit": False})
         reader = self._progress_reader
         try:
+            if topic in self._reader_stale:
+                # the reader's metadata is its own: partitions added since it last looked are
+                # unknown to it (Local: Unknown partition) until librdkafka's 5-minute refresh
+                self._reader_stale.discard(topic)  # first: a newer epoch meanwhile marks it again
+                reader.list_topics(topic, timeout=5)
             for committed in reader.committed(wanted, timeout=5):
                 position = committed.offset if committed.offset >= 0 else 0
                 low, _ = reader.get_watermark_offsets(committed, timeout=5, cached=False)
@@ -349,6 +355,7 @@ class GatedConsumer:
             # closed and is checked again after the backoff; the chaos soak found the consumer
             # dying here on a NOT_LEADER_FOR_PARTITION answer to ListOffsets.
             _log.warning("gate of %s: progress of %s unknown for now: %s", tp, gate.waiting_for, error)
+            self._reader_stale.add(topic)
             return gate
         return keeper.gate(tp[1], offset, progress)
 
@@ -459,6 +466,7 @@ class GatedConsumer:
     def _on_history(self, history: EpochHistory) -> None:
         # Called on the epoch log's thread. A gate evaluated meanwhile on the consumer's thread
         # with the old history must not leave its verdict behind: the version says it is stale.
+        self._reader_stale.add(history.topic)
         active = history.active.epoch
         if (
             self._subscribed
