@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
@@ -30,7 +31,8 @@ __all__ = ["GatedConsumer"]
 
 _log = logging.getLogger(__name__)
 TP = tuple[str, int]
-_error_of, _partition_of, _topic_of = Message.error, Message.partition, Message.topic
+_error_of, _headers_of = Message.error, Message.headers
+_partition_of, _topic_of = Message.partition, Message.topic
 _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
 
 
@@ -153,13 +155,12 @@ class GatedConsumer:
         """The admissible messages, in order; the rest wait in their partition's buffer.
         ``handed``: gets the last offset admitted per partition.
 
-        The consumer's hot path, judged per partition from its last record in the batch where it
-        can be: stamps never decrease along a partition (producers are fenced between epochs),
-        so if the last record's epoch is known, every record's is; and offsets rise, so if the
-        last one is below where the open gate ends, every one is. When every partition of a
-        batch passes (the usual case), the batch is handed out as it came, and the per-record
-        work is three passes in C (errors, partitions, the last record of each)."""
-        if not messages or any(map(_error_of, messages)):
+        The consumer's hot path. A batch with no record stamped with an epoch this consumer's
+        log has not shown yet is judged per partition from its last record: offsets rise, so if
+        the last one is below where the open gate ends, every one is. When every partition of a
+        batch passes (the usual case), the batch is handed out as it came; the per-record work
+        is a few passes in C (errors, headers, partitions, the last record of each)."""
+        if not messages or any(map(_error_of, messages)) or self._ahead_in(messages):
             return self._admit_runs(messages, handed)
         topic = self._only_topic
         keys: Iterable[Any] = (
@@ -178,15 +179,22 @@ class GatedConsumer:
         return messages
 
     def _open_through(self, tp: TP, last: Message) -> bool:
-        """Whether every record of ``tp`` up to ``last`` is admissible as things are known now."""
+        """Whether every record of ``tp`` up to ``last`` is admissible by the gate as cached (the
+        caller has checked that none is stamped ahead of the log)."""
         if tp in self._held:
-            return False
-        headers = last.headers()
-        stamped = stamped_epoch(headers) if headers is not None else None
-        if stamped is not None and stamped > self._known_epoch(tp[0]):
             return False
         offset: int = last.offset()  # type: ignore[assignment]
         return offset < self._open_until.get(tp, -1)
+
+    def _ahead_in(self, messages: list[Message]) -> bool:
+        """Whether any of ``messages`` is stamped with an epoch the epoch log has not shown here.
+        Producers stamp only their first record of an epoch in a partition, so every record with
+        headers is looked at (picked out in C: most have none)."""
+        for message in compress(messages, map(_headers_of, messages)):
+            stamped = stamped_epoch(message.headers())
+            if stamped is not None and stamped > self._known_epoch(message.topic()):  # type: ignore[arg-type]
+                return True
+        return False
 
     def _admit_runs(self, messages: list[Message], handed: dict[TP, int]) -> list[Message]:
         """``_admit_all``, run by run (a run: one partition's consecutive records)."""
@@ -218,7 +226,7 @@ class GatedConsumer:
         if held is not None:
             held.buffer.extend(run)  # behind a closed gate: keep the partition's order
             return
-        if self._open_through(tp, run[-1]):
+        if not self._ahead_in(run) and self._open_through(tp, run[-1]):
             admitted.extend(run)
             handed[tp] = run[-1].offset()  # type: ignore[assignment]
             return
