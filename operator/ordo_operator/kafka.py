@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -18,18 +19,26 @@ from .config import OperatorConfig
 
 __all__ = ["KafkaSide", "clients_for"]
 
+_CLIENT_LOG = logging.getLogger("ordo_operator.librdkafka")
+
 
 class KafkaSide:
     """Admin, epoch log (reader and writer) and producer registry for one Kafka cluster."""
 
     def __init__(self, config: Mapping[str, Any], settings: OperatorConfig) -> None:
-        self.config = dict(config)
+        # librdkafka's own lines go through Python logging (the operator's JSON logs), not raw to
+        # stderr; a client hands them over when polled, so the admin client and the writer,
+        # which are not polled between calls, are served by a thread of their own
+        self.config = {**config, "logger": _CLIENT_LOG}
         self.timeout = settings.kafka_timeout_seconds
         self.admin = AdminClient(self.config)
         ensure_log_topics(self.admin, settings.epoch_topic, settings.registry_topic)
         self.epochs = EpochLog(self.config, settings.epoch_topic)
         self.registry = ProducerRegistry(self.config, settings.registry_topic)
         self.writer = EpochLogWriter(self.config, settings.epoch_topic)
+        self._stop = threading.Event()
+        self._logs = threading.Thread(target=self._serve_logs, name="ordo-kafka-logs", daemon=True)
+        self._logs.start()
         if not (self.epochs.wait_caught_up(30) and self.registry.wait_caught_up(30)):
             self.close()
             raise ConnectionError(f"cannot read ordo's log topics at {self.config.get('bootstrap.servers')}")
@@ -74,7 +83,13 @@ class KafkaSide:
     def live_producers(self, topic: str) -> Mapping[str, ProducerReport]:
         return self.registry.live(topic, int(time.time() * 1000))
 
+    def _serve_logs(self) -> None:
+        while not self._stop.wait(1.0):
+            self.admin.poll(0)
+            self.writer.poll()
+
     def close(self) -> None:
+        self._stop.set()
         self.epochs.close()
         self.registry.close()
         self.writer.close()

@@ -108,6 +108,11 @@ class EpochLogWriter:
                 f"{errors[0] if errors else 'timed out'}"
             )
 
+    def poll(self) -> None:
+        """Serve the producer's callbacks and log lines (a client with a ``logger`` hands its
+        lines over only when polled)."""
+        self._producer.poll(0)
+
     def close(self) -> None:
         self._producer.flush(10)
 
