@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ordo.sandbox.monitor import partition_progress
+from ordo.scenario.progress import partition_progress
 from ordo.testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed

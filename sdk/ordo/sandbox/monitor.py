@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..scenario.progress import partitions_of
 from ..scenario.verify import KeyOrder, Processed
 from .view import MemberRow, Snapshot
 
@@ -23,7 +24,6 @@ __all__ = [
     "Sources",
     "closed_gates",
     "kafka_end_offsets",
-    "partition_progress",
     "slow_units",
 ]
 
@@ -245,42 +245,7 @@ def _since(rfc3339: str | None) -> float | None:
     return max(0.0, time.time() - began.timestamp())
 
 
-def partition_progress(bootstrap: str, topic: str, group: str) -> str:
-    """Per partition of ``topic``: its end, its last stable offset and ``group``'s committed offset
-    (a drain that stops short shows whether a transaction holds readers back or a consumer stalled)."""
-    from confluent_kafka import Consumer
-
-    def client(isolation: str) -> Any:
-        return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
-
-    uncommitted, committed = client("read_uncommitted"), client("read_committed")
-    try:
-        partitions = _partitions(uncommitted, topic)
-        group_at = {
-            t.partition: t.offset for t in committed.committed(partitions, timeout=5) if t.offset >= 0
-        }
-        rows = []
-        for tp in partitions:
-            end = uncommitted.get_watermark_offsets(tp, timeout=5, cached=False)[1]
-            stable = committed.get_watermark_offsets(tp, timeout=5, cached=False)[1]
-            rows.append(
-                f"p{tp.partition} end {end} stable {stable} group {group_at.get(tp.partition, 'none')}"
-            )
-        return "; ".join(rows)
-    finally:
-        uncommitted.close()
-        committed.close()
-
-
 def kafka_end_offsets(consumer: Any, topic: str) -> tuple[int, int]:
     """(partitions, the sum of their end offsets): records, aborted ones and transaction markers."""
-    partitions = _partitions(consumer, topic)
+    partitions = partitions_of(consumer, topic)
     return len(partitions), sum(consumer.get_watermark_offsets(tp, timeout=5)[1] for tp in partitions)
-
-
-def _partitions(client: Any, topic: str) -> list[Any]:
-    """The ``TopicPartition``s of ``topic`` as the broker lists them now (none if it does not exist)."""
-    from confluent_kafka import TopicPartition
-
-    metadata = client.list_topics(topic, timeout=5).topics.get(topic)
-    return [TopicPartition(topic, p) for p in sorted(metadata.partitions if metadata is not None else ())]

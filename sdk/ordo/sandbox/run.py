@@ -28,11 +28,12 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from ..scenario.progress import partition_progress
 from ..scenario.verify import verify
 from ..testbed.pods import PLACEHOLDER_IMAGE
 from ..testbed.waiting import wait_for
 from . import source
-from .monitor import Monitor, Sources, kafka_end_offsets, partition_progress
+from .monitor import Monitor, Sources, kafka_end_offsets
 from .records import check_topic, read_epochs, read_topic
 from .report import SandboxReport, StageOutcome
 from .spark import SparkPipeline, unavailable

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from .progress import partition_progress
 from .verify import Verdict, read_delivered, read_processed, verify
 
 __all__ = ["Workload"]
@@ -133,6 +134,12 @@ class Workload:
         while time.monotonic() < deadline and any(p.stat().st_size == n for p, n in sizes.items()):
             time.sleep(0.1)  # until the stacks are written (consumers' files grow), or 3 s
         lines = [f"consumers processed {self.processed_count()} of {delivered} delivered records"]
+        lines.append("partitions: " + partition_progress(self.bootstrap, self.topic, self.group))
+        through: dict[int, int] = {}
+        for path in self._processed_paths():
+            for record in read_processed(path):
+                through[record.partition] = max(through.get(record.partition, 0), record.offset + 1)
+        lines.append("processed through: " + "; ".join(f"p{p} {o}" for p, o in sorted(through.items())))
         lines += _missing(read_delivered(self.delivered_paths()), self._processed_paths())
         for path in errs:
             tail = path.read_text(errors="replace").splitlines()[-60:]

@@ -1,0 +1,43 @@
+"""Where each partition of a topic stands for a consumer group: what a drain that stops short
+needs to be understood (the sandbox and the scenario workloads print it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["partition_progress", "partitions_of"]
+
+
+def partition_progress(bootstrap: str, topic: str, group: str) -> str:
+    """Per partition of ``topic``: its end, its last stable offset and ``group``'s committed offset
+    (a drain that stops short shows whether a transaction holds readers back or a consumer stalled)."""
+    from confluent_kafka import Consumer
+
+    def client(isolation: str) -> Any:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
+
+    uncommitted, committed = client("read_uncommitted"), client("read_committed")
+    try:
+        partitions = partitions_of(uncommitted, topic)
+        group_at = {
+            t.partition: t.offset for t in committed.committed(partitions, timeout=5) if t.offset >= 0
+        }
+        rows = []
+        for tp in partitions:
+            end = uncommitted.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+            stable = committed.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+            rows.append(
+                f"p{tp.partition} end {end} stable {stable} group {group_at.get(tp.partition, 'none')}"
+            )
+        return "; ".join(rows)
+    finally:
+        uncommitted.close()
+        committed.close()
+
+
+def partitions_of(client: Any, topic: str) -> list[Any]:
+    """The ``TopicPartition``s of ``topic`` as the broker lists them now (none if it does not exist)."""
+    from confluent_kafka import TopicPartition
+
+    metadata = client.list_topics(topic, timeout=5).topics.get(topic)
+    return [TopicPartition(topic, p) for p in sorted(metadata.partitions if metadata is not None else ())]
