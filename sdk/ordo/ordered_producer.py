@@ -540,8 +540,14 @@ class OrderedProducer:
         margin = self.session_timeout * 0.2
         while not self._stop.is_set():
             fenced = self._pending_fences()
-            if fenced:
-                self._producer.flush(self.session_timeout)  # everything before the fence is written
+            if fenced and self._producer.flush(self.session_timeout) > 0:
+                # Records sent before the fence are not all written yet: acknowledging now would
+                # let the thresholds be read before them. Report liveness only; the next turn
+                # flushes again (a fence that times out is aborted by the operator).
+                _log.warning(
+                    "producer %s: records still queued at a fence; not acknowledging yet", self.producer_id
+                )
+                fenced = {}
             ok = self._send_report(timeout=interval, acked=fenced)
             now = time.monotonic()
             with self._lock:

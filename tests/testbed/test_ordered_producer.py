@@ -262,3 +262,32 @@ def test_bad_configuration_is_refused(setup: Setup) -> None:
         OrderedProducer({})
     with setup.producer() as producer, pytest.raises(ConfigError, match="does not exist"):
         producer.produce("no-such-topic-" + setup.topic, b"x")
+
+
+def test_a_fence_is_acknowledged_only_once_what_was_sent_before_it_is_written(setup: Setup) -> None:
+    """The acknowledgement lets the operator read the thresholds: a record sent before the fence
+    and still on its way (here: its Produce reaches the broker 4 s late, longer than the 1 s
+    session's flush) must be written first, or it lands after the threshold under the old count.
+    On Kafka this happened while the transaction coordinator was still loading: an idempotent
+    producer's first records waited seconds for their producer id."""
+    setup.kafka.require_faults()
+    history = EpochHistory.initial(setup.topic, 3)
+    delivered: list[float] = []
+    with setup.producer(session_timeout=1.0) as producer:
+        producer.produce(setup.topic, b"warm", key=b"k")
+        assert producer.flush(10) == 0
+        setup.kafka.faults.add(Fault("Produce", topic=setup.topic, delay=4.0, count=1))
+        producer.produce(
+            setup.topic, b"late", key=b"k", on_delivery=lambda e, m: delivered.append(time.monotonic())
+        )
+        producer.poll(0)
+        setup.writer.write(history.begin_fence(6))
+        assert setup.registry.wait_for(
+            lambda: (
+                (r := setup.registry.get(producer.producer_id)) is not None and r.fenced.get(setup.topic) == 1
+            ),
+            20,
+        ), "the producer acknowledges the fence once the record is written"
+        acknowledged = time.monotonic()
+        producer.poll(0)
+        assert delivered and delivered[0] <= acknowledged
