@@ -93,6 +93,7 @@ class GatedConsumer:
         self._held: dict[TP, _Held] = {}
         self._ready: deque[Message] = deque()  # admitted from a buffer, not yet handed out
         self._processed: dict[TP, int] = {}  # next offset to process, per partition we processed
+        self._revoked_now: set[TP] = set()  # revoked during this consume()'s fetch
         self._pending_store: dict[TP, int] = {}  # handed out by the last consume, stored by the next
         self._next_skip_check = 0.0
         self._user_assign, self._user_revoke = on_assign, on_revoke
@@ -144,7 +145,14 @@ class GatedConsumer:
                 handed[where] = offset
         if len(admitted) < num_messages:
             wait = 0.0 if admitted else min(timeout, self._next_check_in()) if self._held else timeout
-            fetched = self._consumer.consume(num_messages - len(admitted), wait)
+            self._revoked_now = set()
+            fetched = self._consumer.consume(num_messages - len(admitted), wait)  # may revoke
+            if self._revoked_now:
+                # records taken from the buffer above belong to partitions gone meanwhile: their
+                # offsets could no longer be committed, so the next owner would process them too
+                gone = self._revoked_now
+                admitted = [m for m in admitted if m.error() is not None or _position(m)[0] not in gone]
+                handed = {tp: offset for tp, offset in handed.items() if tp not in gone}
             if self._trace and fetched:
                 _log.debug("fetched %s", _spans(fetched))
             admitted += self._admit_all(fetched, handed)
@@ -517,6 +525,7 @@ class GatedConsumer:
         if held:
             consumer.resume(held)  # see _assigned: never hand a paused partition back
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._revoked_now |= gone
         self._ready = deque(m for m in self._ready if _position(m)[0] not in gone)
         for key in gone:  # what we processed stays known: it still counts for gates
             self._held.pop(key, None)
