@@ -41,9 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     delivered: list[str] = []
 
     def on_delivery(error: KafkaError | None, message: Any) -> None:
+        record = decode(message.value())
         if error is None:
-            record = decode(message.value())
             delivered.append(f"{record.key} {record.seq}")
+        else:  # lost: the verifier reports it missing, this says why
+            print(
+                f"delivery of {record.key} #{record.seq} to p{message.partition()} failed: {error}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     producer: OrderedProducer | Producer
     if args.plain:
