@@ -41,7 +41,10 @@ class KafkaSide:
         self._logs.start()
         if not (self.epochs.wait_caught_up(30) and self.registry.wait_caught_up(30)):
             self.close()
-            raise ConnectionError(f"cannot read ordo's log topics at {self.config.get('bootstrap.servers')}")
+            raise ConnectionError(
+                f"cannot read ordo's log topics at {self.config.get('bootstrap.servers')}: "
+                f"{self.epochs.describe()}; {self.registry.describe()}"
+            )
 
     def partition_count(self, topic: str) -> int | None:
         """The broker's partition count, or None when the topic does not exist (no auto-create)."""

@@ -44,6 +44,7 @@ class CompactedTopicReader(Generic[V]):
     def __init__(self, kafka_config: Mapping[str, Any], topic: str) -> None:
         self.topic = topic
         self.invalid_records = 0
+        self.last_error: KafkaError | None = None  # the last error event of the reader's consumer
         self._values: dict[str, V] = {}
         self._listeners: list[Callable[[V], None]] = []
         self._changed = threading.Condition()
@@ -92,6 +93,13 @@ class CompactedTopicReader(Generic[V]):
                     self._listeners.remove(listener)
 
         return unsubscribe
+
+    def describe(self) -> str:
+        """Where the reader stands, for a message saying why it did not catch up."""
+        with self._changed:
+            caught_up, position = self._caught_up, self._position
+        state = "caught up" if caught_up else "not caught up"
+        return f"{self.topic}: {state}, position {position}, last error {self.last_error}"
 
     def wait_caught_up(self, timeout: float) -> bool:
         """Wait until everything in the topic when we started has been read."""
@@ -149,8 +157,10 @@ class CompactedTopicReader(Generic[V]):
                         self._caught_up = True
                         self._position = max(self._position, message.offset() or 0)
                         self._changed.notify_all()
-                elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    _log.warning("%s: %s", self.topic, error)
+                else:
+                    self.last_error = error
+                    if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        _log.warning("%s: %s", self.topic, error)
             # Only now, with the record applied: catch_up() must never see a position whose
             # record a reader cannot get yet (a new owner would start from an older checkpoint).
             position = self._consumer.position(partition)[0].offset
