@@ -13,7 +13,6 @@ there and survive restarts. The binaries come from :mod:`.binaries` (built once 
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import signal
 import socket
@@ -30,6 +29,7 @@ from typing import IO, Any
 
 import yaml
 
+from ..children import die_with_parent
 from ..waiting import wait_for
 from .binaries import binaries, kube_version
 from .pki import Pki
@@ -94,11 +94,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the process that started it dies (no orphans)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class KubeApiServer:
@@ -205,7 +200,7 @@ class KubeApiServer:
         self._logs.append(log)
         self._processes[name] = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )  # fmt: skip
 
     def _wait(self, name: str, ready: Any) -> None:
