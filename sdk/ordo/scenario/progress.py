@@ -3,9 +3,10 @@ needs to be understood (the sandbox and the scenario workloads print it)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-__all__ = ["partition_progress", "partitions_of"]
+__all__ = ["find_records", "partition_progress", "partitions_of"]
 
 
 def partition_progress(bootstrap: str, topic: str, group: str) -> str:
@@ -41,3 +42,39 @@ def partitions_of(client: Any, topic: str) -> list[Any]:
 
     metadata = client.list_topics(topic, timeout=5).topics.get(topic)
     return [TopicPartition(topic, p) for p in sorted(metadata.partitions if metadata is not None else ())]
+
+
+def find_records(
+    bootstrap: str, topic: str, wanted: set[tuple[str, int]], timeout: float = 30.0
+) -> dict[tuple[str, int], str]:
+    """Where ``wanted`` (key, seq) records sit in ``topic`` ("p3@812"), read from the beginning to
+    the end of every partition as the broker has them now, independently of any consumer."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+
+    from .records import decode
+
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ordo-find", "enable.partition.eof": True,
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    found: dict[tuple[str, int], str] = {}
+    try:
+        partitions = partitions_of(reader, topic)
+        for tp in partitions:
+            tp.offset = OFFSET_BEGINNING
+        reader.assign(partitions)
+        ended: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(ended) < len(partitions) and time.monotonic() < deadline:
+            for message in reader.consume(10_000, 0.5):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        ended.add(message.partition() or 0)
+                    continue
+                record = decode(message.value() or b"{}")
+                if (record.key, record.seq) in wanted:
+                    found[(record.key, record.seq)] = f"p{message.partition()}@{message.offset()}"
+    finally:
+        reader.close()
+    return found

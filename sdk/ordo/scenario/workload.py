@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .progress import partition_progress
+from .progress import find_records, partition_progress
 from .verify import Verdict, read_delivered, read_processed, verify
 
 __all__ = ["Workload"]
@@ -142,7 +142,7 @@ class Workload:
             for record in read_processed(path):
                 through[record.partition] = max(through.get(record.partition, 0), record.offset + 1)
         lines.append("processed through: " + "; ".join(f"p{p} {o}" for p, o in sorted(through.items())))
-        lines += _missing(read_delivered(self.delivered_paths()), self._processed_paths())
+        lines += _missing(read_delivered(self.delivered_paths()), self._processed_paths(), self._where)
         for path in errs:
             tail = path.read_text(errors="replace").splitlines()[-60:]
             lines += [f"--- {path.name}", *tail]
@@ -154,25 +154,41 @@ class Workload:
         delivered = read_delivered(self.delivered_paths())
         return verify(delivered, self._processed_paths())
 
+    def _where(self, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        return find_records(self.bootstrap, self.topic, wanted)
+
     def _processed_paths(self) -> list[Path]:
         return [self.processed_path(i) for i in range(len(self.consumers))]
 
 
-def _missing(delivered: dict[str, int], logs: list[Path], most: int = 10) -> list[str]:
-    """A few records never processed, each with where its key was last seen (partition@offset)."""
+def _missing(
+    delivered: dict[str, int],
+    logs: list[Path],
+    where: Callable[[set[tuple[str, int]]], dict[tuple[str, int], str]],
+    most: int = 10,
+) -> list[str]:
+    """A few records never processed, each with where its key was last seen (partition@offset)
+    and where it is in Kafka (``where``), or that Kafka does not have it."""
     seen: dict[str, set[int]] = {}
     last: dict[str, str] = {}
     for path in logs:
         for record in read_processed(path):
             seen.setdefault(record.key, set()).add(record.seq)
             last[record.key] = f"p{record.partition}@{record.offset}"
-    missing = [
-        f"missing {key} #{seq} (key last seen at {last.get(key, 'nowhere')})"
+    gaps = [
+        (key, seq)
         for key, count in sorted(delivered.items())
         for seq in range(count)
         if seq not in seen.get(key, ())
     ]
-    return missing[:most] + ([f"... and {len(missing) - most} more"] if len(missing) > most else [])
+    shown = gaps[:most]
+    in_kafka = where(set(shown)) if shown else {}
+    lines = [
+        f"missing {key} #{seq} (key last seen at {last.get(key, 'nowhere')}; "
+        f"in Kafka at {in_kafka.get((key, seq), 'no offset: Kafka does not have it')})"
+        for key, seq in shown
+    ]
+    return lines + ([f"... and {len(gaps) - most} more"] if len(gaps) > most else [])
 
 
 def _ready(processes: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
