@@ -238,9 +238,12 @@ def test_a_subscribed_member_is_given_the_new_partitions_when_the_epoch_is_publi
         producer.produce(topic, b"moved", partition=3, headers=list(stamp(1)))
         assert producer.flush(10) == 0
         got: list[Message] = []
-        wait_for(
-            lambda: got.extend(consumer.consume(10, 0.1)) or len(got) > 0, 20, "the record of partition 3"
-        )
+
+        def received() -> bool:
+            got.extend(consumer.consume(10, 0.1))
+            return len(got) > 0
+
+        wait_for(received, 20, "the record of partition 3")
         assert [(m.partition(), m.value()) for m in got] == [(3, b"moved")]
         assert len(consumer.raw.assignment()) == 4
     writer.close()
