@@ -64,17 +64,51 @@ class KafkaSide:
         return {tp.partition: future.result(timeout=wait).offset for tp, future in futures.items()}
 
     def create_partitions(self, topic: str, count: int) -> str | None:
-        """Raise the topic to ``count`` partitions. A call that failed or timed out although the
-        topic has them (it took effect on the broker, or an earlier call did) is fine: returns
-        what happened, for the record; None when the call simply succeeded."""
+        """Raise the topic to ``count`` partitions and return once their leaders serve them. A
+        call that failed or timed out although the topic has them (it took effect on the broker,
+        or an earlier call did) is fine: returns what happened, for the record; None when the
+        call simply succeeded."""
+        note = None
         try:
             future = self.admin.create_partitions([NewPartitions(topic, count)], request_timeout=self.timeout)
             future[topic].result(self.timeout + 5)
         except KafkaException as error:
             if (self.partition_count(topic) or 0) < count:
                 raise
-            return f"CreatePartitions failed ({error.args[0]}) but took effect: {topic} has {count}"
-        return None
+            note = f"CreatePartitions failed ({error.args[0]}) but took effect: {topic} has {count}"
+        self._await_served(topic, count)
+        return note
+
+    def _await_served(self, topic: str, count: int) -> None:
+        """Wait until the leader of each of the ``count`` partitions answers ListOffsets for it.
+
+        CreatePartitions answers, and the metadata lists the new partitions, before the broker
+        hosts them: it opens their logs one by one and answers NOT_LEADER_FOR_PARTITION until
+        then. An idempotent producer that writes to a partition in that window can be told its
+        first batch was written when it was not (Kafka 4.3.1, librdkafka 2.16; see
+        docs/reliability.md). So the new epoch is published only once every partition is served."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        waiting = set(range(count))
+        deadline = time.monotonic() + self.timeout
+        last: Exception | None = None
+        while waiting:
+            futures = self.admin.list_offsets(
+                {TopicPartition(topic, p): latest for p in sorted(waiting)}, request_timeout=self.timeout
+            )
+            for tp, future in futures.items():
+                try:
+                    future.result(timeout=self.timeout + 5)
+                    waiting.discard(tp.partition)
+                except KafkaException as error:
+                    last = error
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"partitions {sorted(waiting)} of {topic!r} are created but not served by a leader "
+                    f"after {self.timeout:g}s (last error: {last})"
+                )
+            if waiting:  # the admin client finds leaders in its metadata: refresh it, then ask again
+                self.admin.list_topics(topic, timeout=self.timeout)
+                time.sleep(0.05)
 
     def write_history(self, history: EpochHistory) -> None:
         """Write the topic's new history and wait until the log reads it back (a write that is not
