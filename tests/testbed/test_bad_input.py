@@ -51,6 +51,8 @@ class World:
         name = f"bad-{uuid.uuid4().hex[:8]}"
         if partitions:
             self.admin.create_topics([NewTopic(name, partitions)])[name].result(15)
+            # CreateTopics answers before the metadata lists the topic: "unchanged" compares with it
+            wait_for(lambda: self.count(name) == partitions, 15, f"{name} in the metadata")
         return name
 
     def count(self, topic: str) -> int | None:
