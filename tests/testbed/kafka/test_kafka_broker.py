@@ -19,9 +19,8 @@ pytestmark = pytest.mark.testbed
 def test_the_broker_is_apache_kafka_in_kraft_mode(kafka: KafkaHandle) -> None:
     kafka.require_faults()  # the embedded testbed's broker, not a Kafka of the caller's
     resource = ConfigResource(ConfigResource.Type.BROKER, "1")
-    configs = (
-        AdminClient({"bootstrap.servers": kafka.bootstrap}).describe_configs([resource])[resource].result(10)
-    )
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # held: a dropped client fails its futures
+    configs = admin.describe_configs([resource])[resource].result(10)
     assert configs["process.roles"].value == "broker,controller"
     assert configs["offsets.topic.replication.factor"].value == "1"
 
