@@ -87,28 +87,20 @@ class KafkaSide:
         then. An idempotent producer that writes to a partition in that window can be told its
         first batch was written when it was not (Kafka 4.3.1, librdkafka 2.16; see
         docs/reliability.md). So the new epoch is published only once every partition is served."""
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        waiting = set(range(count))
         deadline = time.monotonic() + self.timeout
-        last: Exception | None = None
-        while waiting:
-            futures = self.admin.list_offsets(
-                {TopicPartition(topic, p): latest for p in sorted(waiting)}, request_timeout=self.timeout
-            )
-            for tp, future in futures.items():
-                try:
-                    future.result(timeout=self.timeout + 5)
-                    waiting.discard(tp.partition)
-                except KafkaException as error:
-                    last = error
-            if waiting and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"partitions {sorted(waiting)} of {topic!r} are created but not served by a leader "
-                    f"after {self.timeout:g}s (last error: {last})"
-                )
-            if waiting:  # the admin client finds leaders in its metadata: refresh it, then ask again
-                self.admin.list_topics(topic, timeout=self.timeout)
-                time.sleep(0.05)
+        while True:
+            try:
+                self.end_offsets(topic, count)  # every partition's leader answered
+                return
+            except KafkaException as error:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"partitions of {topic!r} are created but not all served by a leader "
+                        f"after {self.timeout:g}s: {error}"
+                    ) from error
+            # the admin client finds leaders in its own metadata: refresh it, then ask again
+            self.admin.list_topics(topic, timeout=self.timeout)
+            time.sleep(0.05)
 
     def write_history(self, history: EpochHistory) -> None:
         """Write the topic's new history and wait until the log reads it back (a write that is not

@@ -1,5 +1,5 @@
 """GatedConsumer: a confluent-kafka Consumer that never hands out a key's records out of order
-across a partition expansion (KIP-253, DESIGN.md §3 "The gate").
+across a partition expansion (KIP-253; docs/architecture.md).
 
 A record of a new epoch is delivered only once every partition its key could have been in before
 is consumed by the group up to where that epoch began (its threshold). Until then its partition

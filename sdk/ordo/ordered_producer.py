@@ -312,7 +312,7 @@ class OrderedProducer:
     def __len__(self) -> int:
         return len(self._producer)
 
-    # transactions pass straight through: a fence never waits on an open transaction (DESIGN §3)
+    # transactions pass straight through: a fence never waits on an open transaction
     def init_transactions(self, timeout: float = 30.0) -> None:
         self._producer.init_transactions(timeout)
 

@@ -2,8 +2,8 @@
 
 Spark hands ``latestOffset`` the end of the previous batch as ``start``; that batch has run and
 been committed by then (the commit callback arrives a batch late), so ``start`` is the progress
-that gates read (DESIGN.md §3: "for the Spark source: the end offsets of batches Spark has
-committed"). A partition whose next records belong to an epoch with a closed gate ends the batch
+that gates read: for the Spark source, the end offsets of batches Spark has committed. A
+partition whose next records belong to an epoch with a closed gate ends the batch
 at that epoch's first offset, while the others advance; its prior partitions reach their
 thresholds in this batch and the gate opens in the next. So a key's records of two epochs are
 never in one batch, where a shuffle would lose their order.

@@ -1,4 +1,4 @@
-"""``spark.readStream.format("ordo-kafka")``: Kafka through ordo's ordering gate (DESIGN.md §5).
+"""``spark.readStream.format("ordo-kafka")``: Kafka through ordo's ordering gate (docs/architecture.md).
 
 A thin shell over ``planning``: the driver reads watermarks and epoch histories (``broker``), the
 pure planner says where the batch ends, and each Kafka partition's range becomes one task that

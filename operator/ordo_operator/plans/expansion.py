@@ -1,4 +1,4 @@
-"""The OrderedTopicExpansion state machine (DESIGN.md §3), pure.
+"""The OrderedTopicExpansion state machine (docs/architecture.md), pure.
 
 The shell reads the world (the broker's partition count, the topic's epoch history, the producer
 registry), asks ``plan_expansion`` for the next step, records the step's phase in status and only

@@ -1,4 +1,4 @@
-"""Cooperative two-step handoff of source partitions (DESIGN.md §2), pure.
+"""Cooperative two-step handoff of source partitions (docs/architecture.md), pure.
 
 Ownership lives in the members' pod annotations, so the operator keeps no state of its own and a
 restarted operator picks up where it was. A partition moving from A to B is first removed from

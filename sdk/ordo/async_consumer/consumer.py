@@ -1,4 +1,4 @@
-"""AsyncConsumer: KIP-983's consumer API over confluent-kafka (DESIGN.md §4, docs/async_consumer.md).
+"""AsyncConsumer: KIP-983's consumer API over confluent-kafka (docs/async_consumer.md).
 
 confluent-kafka runs rebalance callbacks inside ``consume()`` and completes a revocation when the
 callback returns. So librdkafka is polled on a thread of the SDK (the *fetcher*), which buffers

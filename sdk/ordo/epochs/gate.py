@@ -1,4 +1,4 @@
-"""The consumer-side gate (DESIGN.md §3): may a record be processed yet?
+"""The consumer-side gate (docs/architecture.md): may a record be processed yet?
 
 A record of epoch e in partition q may be processed once every earlier place a key of q could
 have been written is consumed up to where that epoch began. The design names prior_e(q); the

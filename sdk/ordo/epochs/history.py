@@ -1,4 +1,4 @@
-"""A topic's epoch history (DESIGN.md §3): the pure model the operator writes and clients read.
+"""A topic's epoch history (docs/architecture.md): the pure model the operator writes and clients read.
 
 Each epoch is a partition count. Epoch 0 is the topic as ordo first saw it; every expansion
 appends an epoch in state ``fencing`` that becomes ``active`` (with the old partitions' end

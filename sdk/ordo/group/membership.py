@@ -1,4 +1,4 @@
-"""This member's side of the group protocol on Kubernetes (DESIGN.md §1-2).
+"""This member's side of the group protocol on Kubernetes (docs/architecture.md).
 
 Downlink: the operator writes the member's assignment into its own pod's annotation; a watch on
 that one pod (field selector on its name) delivers it. Uplink: the member renews a Lease named

@@ -47,8 +47,9 @@ def partitions_of(client: Any, topic: str) -> list[Any]:
 def find_records(
     bootstrap: str, topic: str, wanted: set[tuple[str, int]], timeout: float = 30.0
 ) -> dict[tuple[str, int], str]:
-    """Where ``wanted`` (key, seq) records sit in ``topic`` ("p3@812"), read from the beginning to
-    the end of every partition as the broker has them now, independently of any consumer."""
+    """Where each of ``wanted`` (key, seq) sits in ``topic`` ("p3@812"), read from the beginning
+    to the end of every partition as the broker has them now, independently of any consumer; for
+    one not found, that Kafka does not have it, or that the read stopped short of the end."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
 
     from .records import decode
@@ -58,12 +59,13 @@ def find_records(
          "enable.auto.commit": False}
     )  # fmt: skip
     found: dict[tuple[str, int], str] = {}
+    ended: set[int] = set()
+    partitions: list[Any] = []
     try:
         partitions = partitions_of(reader, topic)
         for tp in partitions:
             tp.offset = OFFSET_BEGINNING
         reader.assign(partitions)
-        ended: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(ended) < len(partitions) and time.monotonic() < deadline:
             for message in reader.consume(10_000, 0.5):
@@ -77,4 +79,9 @@ def find_records(
                     found[(record.key, record.seq)] = f"p{message.partition()}@{message.offset()}"
     finally:
         reader.close()
-    return found
+    absent = (
+        "no offset: Kafka does not have it"
+        if len(ended) == len(partitions)
+        else f"not found in what {timeout:g}s of reading reached (not every partition's end)"
+    )
+    return {record: found.get(record, absent) for record in wanted}

@@ -168,7 +168,7 @@ def _missing(
     most: int = 10,
 ) -> list[str]:
     """A few records never processed, each with where its key was last seen (partition@offset)
-    and where it is in Kafka (``where``), or that Kafka does not have it."""
+    and where it is in Kafka (``where``: an answer for each record asked about)."""
     seen: dict[str, set[int]] = {}
     last: dict[str, str] = {}
     for path in logs:
@@ -185,7 +185,7 @@ def _missing(
     in_kafka = where(set(shown)) if shown else {}
     lines = [
         f"missing {key} #{seq} (key last seen at {last.get(key, 'nowhere')}; "
-        f"in Kafka at {in_kafka.get((key, seq), 'no offset: Kafka does not have it')})"
+        f"in Kafka at {in_kafka[(key, seq)]})"
         for key, seq in shown
     ]
     return lines + ([f"... and {len(gaps) - most} more"] if len(gaps) > most else [])
