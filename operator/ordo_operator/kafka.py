@@ -110,6 +110,11 @@ class KafkaSide:
             raise TimeoutError(f"the epoch log does not read back {history.topic}'s new history yet")
 
     def live_producers(self, topic: str) -> Mapping[str, ProducerReport]:
+        """The producers of ``topic`` live now, judged from every report written before this
+        call: a reader that lags would count a live producer as gone, and a fence would then not
+        wait for it (its records under the old partition count would land after the thresholds)."""
+        if not self.registry.catch_up(self.timeout):
+            raise TimeoutError(f"the producer registry is not read to its end: {self.registry.describe()}")
         return self.registry.live(topic, int(time.time() * 1000))
 
     def _serve_logs(self) -> None:

@@ -1,10 +1,15 @@
 """The operator's Kafka side against the real broker: what it promises before an epoch is published."""
 
+import time
+
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ordo.epochs.registry import ProducerReport
+from ordo.testbed.kafka.faults import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo.testbed.kafka.testing import wait_for
 from ordo_operator.config import OperatorConfig
 from ordo_operator.kafka import KafkaSide
 
@@ -34,4 +39,29 @@ def test_created_partitions_are_served_by_their_leader_when_create_partitions_re
         # asking again for a count the topic already has is fine, and waits the same way
         assert side.create_partitions(topic, 48) is not None
     finally:
+        side.close()
+
+
+def test_live_producers_are_judged_from_every_report_written_before_the_question(
+    kafka: KafkaHandle, log_topics: tuple[str, str]
+) -> None:
+    # A registry reader that lags would count a producer as gone whose report it has not read
+    # yet; a fence would then not wait for that producer, and its records under the old
+    # partition count would land after the thresholds (the ordering scenario saw 435 keys out of
+    # order). So the operator reads the registry to its end before it judges who is live.
+    epochs, registry = log_topics
+    side = KafkaSide(kafka.config(), OperatorConfig(epoch_topic=epochs, registry_topic=registry))
+    slow = kafka.faults.add(Fault(api="Fetch", topic=registry, delay=3.0))
+    try:
+        wait_for(lambda: slow.hits >= 1, 10, "the reader's next fetch to be held")
+        report = ProducerReport(
+            producer_id="p-1", topics=("orders",), session_timeout_ms=30_000,
+            reported_at_ms=int(time.time() * 1000),
+        )  # fmt: skip
+        writer = Producer(kafka.config())
+        writer.produce(registry, key=b"p-1", value=report.model_dump_json().encode())
+        assert writer.flush(10) == 0
+        assert set(side.live_producers("orders")) == {"p-1"}
+    finally:
+        kafka.faults.remove(slow.id)
         side.close()
