@@ -39,7 +39,7 @@ class KafkaSide:
         self._stop = threading.Event()
         self._logs = threading.Thread(target=self._serve_logs, name="ordo-kafka-logs", daemon=True)
         self._logs.start()
-        if not (self.epochs.wait_caught_up(30) and self.registry.wait_caught_up(30)):
+        if not (self.epochs.catch_up(30) and self.registry.catch_up(30)):
             self.close()
             raise ConnectionError(
                 f"cannot read ordo's log topics at {self.config.get('bootstrap.servers')}: "

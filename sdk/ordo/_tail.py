@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 __all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
@@ -48,7 +48,7 @@ class CompactedTopicReader(Generic[V]):
         self._values: dict[str, V] = {}
         self._listeners: list[Callable[[V], None]] = []
         self._changed = threading.Condition()
-        self._caught_up = False
+        self._end: int | None = None  # the high watermark catch_up() last read, for describe()
         self._version = 0  # bumped on every accepted value
         # How far this reader has read: past its last record, or the end it reached (a record's
         # position excludes the transaction marker after it; the end includes it)
@@ -97,29 +97,41 @@ class CompactedTopicReader(Generic[V]):
     def describe(self) -> str:
         """Where the reader stands, for a message saying why it did not catch up."""
         with self._changed:
-            caught_up, position = self._caught_up, self._position
-        state = "caught up" if caught_up else "not caught up"
-        return f"{self.topic}: {state}, position {position}, last error {self.last_error}"
-
-    def wait_caught_up(self, timeout: float) -> bool:
-        """Wait until everything in the topic when we started has been read."""
-        return self.wait_for(lambda: self._caught_up, timeout)
+            position, end = self._position, self._end
+        target = "end not read yet" if end is None else f"the end was {end}"
+        return f"{self.topic}: position {position}, {target}, last error {self.last_error}"
 
     def catch_up(self, timeout: float) -> bool:
-        """Wait until everything committed to the topic before this call has been read; a
+        """Wait until everything written to the topic before this call has been read; a
         transaction still open holds the reader back until it ends.
 
-        The target is the high watermark, not the last stable offset a read_committed client
-        is told: a transaction committed after one that is still open lies beyond that offset,
-        and a new owner stopping there would start from an older checkpoint and copy a unit
-        twice (the chaos soak found it with many members committing to one partition)."""
+        The target is the high watermark, read when called. Waiting for the consumer's
+        end-of-partition event instead is not enough: librdkafka signals it only for a fetch
+        that finds nothing new, so a reader of a topic written several times a second (the
+        registry, with producers reporting) may never hear it although it is at the end. And
+        not the last stable offset a read_committed client is told: a transaction committed
+        after one that is still open lies beyond it, and a new owner stopping there would start
+        from an older checkpoint and copy a unit twice (the chaos soak found it)."""
+        deadline = time.monotonic() + timeout
         with self._probe_lock:  # the reader's own consumer is busy polling on its thread
             if self._probe is None:
                 config = reader_config(self._config, f"probe-{self.topic}")
                 self._probe = Consumer({**config, "isolation.level": "read_uncommitted"})
             partition = TopicPartition(self.topic, 0)
-            _, high = self._probe.get_watermark_offsets(partition, timeout=timeout, cached=False)
-        return self.wait_for(lambda: self._position >= high, timeout)
+            while True:  # a topic just created, a broker restarting: ask again until the deadline
+                left = deadline - time.monotonic()
+                try:
+                    ask = max(left, 0.1)
+                    _, high = self._probe.get_watermark_offsets(partition, timeout=ask, cached=False)
+                    break
+                except KafkaException as error:
+                    self.last_error = error.args[0]
+                    if left <= 0.2:
+                        return False
+                    self._stop.wait(0.2)
+        with self._changed:
+            self._end = high
+        return self.wait_for(lambda: self._position >= high, max(0.0, deadline - time.monotonic()))
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -153,8 +165,7 @@ class CompactedTopicReader(Generic[V]):
                 if error is None:
                     self._apply(message.key(), message.value())
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    with self._changed:
-                        self._caught_up = True
+                    with self._changed:  # past a trailing transaction marker too
                         self._position = max(self._position, message.offset() or 0)
                         self._changed.notify_all()
                 else:

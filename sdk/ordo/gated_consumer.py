@@ -111,7 +111,13 @@ class GatedConsumer:
         self._only_topic: str | None = self.topics[0] if len(named) == 1 else None
         self._active_seen: dict[str, int] = {}
         self._unsubscribe = self._log.subscribe(self._on_history)
-        self._log.wait_caught_up(10.0)
+        if not self._log.catch_up(10.0):
+            # judging records by a partial history could hand a moved key's records out of order
+            self.close()
+            raise ConfigError(
+                f"cannot read the epoch log {epoch_topic!r} at {config.get('bootstrap.servers')}: "
+                f"{self._log.describe()}; the ordo operator creates it"
+            )
         if assignment is not None:  # manual assignment: no group membership; commits still count
             self._consumer.assign(assigned)
         else:

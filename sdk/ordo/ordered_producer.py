@@ -149,7 +149,7 @@ class OrderedProducer:
         self._availability_interval = availability_interval
         self._leaders_now = threading.Event()  # a new topic: read its leaders without waiting
         self._unsubscribe = self._log.subscribe(self._on_history)
-        if not self._log.wait_caught_up(max(session_timeout, 10.0)):
+        if not self._log.catch_up(max(session_timeout, 10.0)):
             self.close()
             raise ConfigError(f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}")
         if _FastProduce is not None and self._hashes is not None:

@@ -58,7 +58,7 @@ def read_history(
     read within ``timeout`` or has no history of ``topic``."""
     log = EpochLog(kafka_config, epoch_topic)
     try:
-        if not log.wait_caught_up(timeout):
+        if not log.catch_up(timeout):
             raise TimeoutError(f"the epoch log {epoch_topic!r} was not read to its end in {timeout:g}s")
         history = log.history(topic)
     finally:

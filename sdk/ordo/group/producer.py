@@ -98,7 +98,7 @@ class GroupProducer:
                 f"cannot reach Kafka at {self._kafka['bootstrap.servers']}: {error.args[0]}"
             ) from None
         self._epoch_log = EpochLog(self._kafka, epoch_topic)
-        if not self._epoch_log.wait_caught_up(10):
+        if not self._epoch_log.catch_up(10):
             self._epoch_log.close()
             raise ConfigError(
                 f"cannot read the epoch log {epoch_topic!r}: the ordo operator creates it; "
