@@ -53,13 +53,15 @@ def write_report(results: Sequence[Result], modules: Sequence[str], path: Path =
         "measured side by side in the same run (in brackets: the lowest and highest ratio of the rounds "
         "a median is taken from); absolute figures vary with the machine's load. The baseline of a "
         "throughput row is the raw confluent-kafka client tuned as a user would tune it, against the "
-        "same Apache Kafka broker: the client's own ceiling on this machine.",
+        "same Apache Kafka broker: the client's own ceiling on this machine. Verdict: met or missed "
+        "when every round is on the same side of the target, unclear when the rounds fall on both.",
         "",
-        "| benchmark | ordo | baseline | ratio | target |",
-        "|---|---|---|---|---|",
+        "| benchmark | ordo | baseline | ratio | target | verdict |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r.name} | {r.ordo_text} | {r.baseline_text} | {r.ratio_text} | {r.target or '-'} |")
+        cells = (r.name, r.ordo_text, r.baseline_text, r.ratio_text, r.target or "-", r.verdict)
+        lines.append("| " + " | ".join(cells) + " |")
     images = sorted(p.name for p in HERE.glob("*.png"))
     if images:
         lines += ["", "## Timelines", ""]

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+# ">= 0.9", "ratio >= 0.8", "<= 1 s", "<= 5 s (session 3 s)": a bound on the ratio when the row
+# has a baseline, on the figure itself when it has none
+_BOUND = re.compile(r"^(?:ratio )?(>=|<=) ([0-9.]+)(?: [a-z]+)?(?: \(.*\))?$")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,26 @@ class Result:
         if self.spread is None:
             return f"{self.ratio:.2f}"
         return f"{self.ratio:.2f} ({self.spread[0]:.2f}-{self.spread[1]:.2f})"
+
+    @property
+    def verdict(self) -> str:
+        """ "met", "missed", or "unclear" when the rounds' spread lies on both sides of the target
+        (a median alone would be luck); "-" for a row without a numeric target."""
+        bound = _BOUND.match(self.target)
+        if bound is None:
+            return "-"
+        at_least, limit = bound.group(1) == ">=", float(bound.group(2))
+        value = self.ratio if self.ratio == self.ratio else self.ordo
+        low, high = self.spread if self.spread is not None and self.ratio == self.ratio else (value, value)
+
+        def meets(x: float) -> bool:
+            return x >= limit if at_least else x <= limit
+
+        if meets(low) and meets(high):
+            return "met"
+        if not meets(low) and not meets(high):
+            return "missed"
+        return "unclear"
 
     @property
     def ordo_text(self) -> str:

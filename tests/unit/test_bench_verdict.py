@@ -1,0 +1,21 @@
+"""The benchmark report's verdict: a target is met or missed only when every round agrees."""
+
+import pytest
+from benchmarks._result import Result
+
+
+@pytest.mark.parametrize(
+    ("result", "verdict"),
+    [
+        (Result.paired("p", [9.2, 9.5, 10], [10, 10, 10], "rec/s", ">= 0.9"), "met"),
+        (Result.paired("p", [8.0, 9.5, 10], [10, 10, 10], "rec/s", ">= 0.9"), "unclear"),
+        (Result.paired("p", [8.0, 8.5, 8.9], [10, 10, 10], "rec/s", ">= 0.9"), "missed"),
+        (Result("r", 3.4, 3.5, "rec/s", "ratio >= 0.8"), "met"),
+        (Result.absolute("stall", 0.52, "s", "<= 1 s"), "met"),
+        (Result.absolute("hang", 5.4, "s", "<= 5 s (session 3 s)"), "missed"),
+        (Result("dupes", 0, 0, "records", "ordo 0"), "-"),
+        (Result("info", 1, 2, "rec/s"), "-"),
+    ],
+)
+def test_verdict(result: Result, verdict: str) -> None:
+    assert result.verdict == verdict
