@@ -49,9 +49,11 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
     )
     try:
         assert process.stdout is not None
-        lines = dict(process.stdout.readline().strip().split("=", 1) for _ in range(3))
+        lines = dict(process.stdout.readline().strip().split("=", 1) for _ in range(4))
         bootstrap, kubeconfig = lines["KAFKA_BOOTSTRAP"], lines["KUBECONFIG"]
         assert lines["ORDO_KAFKA_FAULTS_URL"].startswith("http://127.0.0.1:")
+        direct = AdminClient({"bootstrap.servers": lines["KAFKA_DIRECT_BOOTSTRAP"]})
+        assert lines["KAFKA_DIRECT_BOOTSTRAP"] != bootstrap and direct.list_topics(timeout=10).brokers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("up-check", 3)])["up-check"].result(10)
         assert len(admin.list_topics(timeout=10).topics["up-check"].partitions) == 3

@@ -70,7 +70,12 @@ class Testbed:
 
     def shell_lines(self) -> list[str]:
         """Shell-sourceable lines telling clients where the testbed is."""
-        lines = [f"KAFKA_BOOTSTRAP={self.bootstrap}", f"KUBECONFIG={self.kubeconfig_path}"]
+        lines = [
+            f"KAFKA_BOOTSTRAP={self.bootstrap}",
+            # the broker itself, no fault proxy in the path: for measuring ordo, not the proxy
+            f"KAFKA_DIRECT_BOOTSTRAP={self.kafka.direct_bootstrap}",
+            f"KUBECONFIG={self.kubeconfig_path}",
+        ]
         if self.kafka.control_url:
             lines.append(f"ORDO_KAFKA_FAULTS_URL={self.kafka.control_url}")
         return lines
