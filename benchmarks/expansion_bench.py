@@ -117,7 +117,7 @@ def _plot_timeline(samples: list[tuple[float, int]], windows: list[tuple[float, 
     """Producer throughput through the first expansions, each one's window shaded."""
     if len(samples) < 2 or not windows:
         return
-    start, end = windows[0][0] - 2.0, windows[-1][1] + 2.0
+    start, end = windows[0][0] - 1.0, windows[-1][1] + 1.0  # less than STEADY: no next fence
     points = [
         (t1 - start, (n1 - n0) / (t1 - t0))
         for (t0, n0), (t1, n1) in itertools.pairwise(samples)
