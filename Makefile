@@ -3,7 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := operator,spark,testbed,dev
+# The SDK (this directory) with its tool extras, and the other distributions of the repository
+PACKAGES := -e '.[metrics,dev]' -e operator -e spark_apps -e testbed
 
 .PHONY: help venv test test-fast lint crds sandbox bench e2e chaos soak clean
 
@@ -17,13 +18,14 @@ help:
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
 	@echo "make soak     - 30 min chaos soak + every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
-$(STAMP): pyproject.toml setup.py sdk/ordo/_fastproduce.c scripts/system-deps testbed/kube-apiserver/go.mod
+$(STAMP): pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
+  setup.py sdk/ordo/_fastproduce.c scripts/system-deps testbed/kube-apiserver/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
-	$(BIN)/python -c 'from ordo.testbed.kafka.jars import main; main()'
-	$(BIN)/python -c 'from ordo.testbed.kube.binaries import main; main()'
+	$(BIN)/python -m pip install --quiet $(PACKAGES)
+	$(BIN)/python -c 'from ordo_testbed.kafka.jars import main; main()'
+	$(BIN)/python -c 'from ordo_testbed.kube.binaries import main; main()'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -36,8 +38,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check sdk operator spark_apps tests benchmarks examples
-	$(BIN)/ruff format --check sdk operator spark_apps tests benchmarks examples
+	$(BIN)/ruff check sdk operator spark_apps testbed tests benchmarks examples
+	$(BIN)/ruff format --check sdk operator spark_apps testbed tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
 	$(BIN)/mypy tests/testbed/*.py

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ordo.testbed.kafka import KafkaBroker
+from ordo_testbed.kafka import KafkaBroker
 
 
 @contextmanager

@@ -26,8 +26,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ordo.async_consumer import TP, AsyncConsumer
 from ordo.group_protocol import CLASSIC, CONSUMER, with_classic_defaults
-from ordo.scenario.records import Numbered, decode, encode, key_name
-from ordo.scenario.verify import verify
+from ordo_sandbox.scenario.records import Numbered, decode, encode, key_name
+from ordo_sandbox.scenario.verify import verify
 
 from ._result import Result
 from ._testbed import kafka_bootstrap

@@ -30,8 +30,8 @@ from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 from ordo.ordered_producer import OrderedProducer
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
 
 from ._plot import HERE, timeline_png
 from ._result import Result

@@ -25,10 +25,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ordo.epochs.log import ensure_log_topics
 from ordo.group import DEFAULT_CHECKPOINT_TOPIC, GroupProducer
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Groups
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.pods import Pod, PodSet
+from ordo_testbed.resources import Groups
+from ordo_testbed.waiting import wait_for
 
 from ._plot import HERE, rates, timeline_png
 from ._result import Result
@@ -80,7 +80,15 @@ class _FirstWrites:
 
 
 def _member(pods: PodSet, name: str, bootstrap: str, topic: str) -> Pod:
-    argv = [sys.executable, "-m", "ordo.scenario.group_member", "--bootstrap", bootstrap, "--topic", topic]
+    argv = [
+        sys.executable,
+        "-m",
+        "ordo_sandbox.scenario.group_member",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+    ]
     argv += ["--records", "10000000", "--batch", "10", "--rate", "20"]
     return pods.start(name, argv, labels={"app": "copy"}, env={"ORDO_GROUP": "copy"}, grace=10)
 

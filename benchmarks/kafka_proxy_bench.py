@@ -13,7 +13,7 @@ import time
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo.testbed.kafka import KafkaTestbed
+from ordo_testbed.kafka import KafkaTestbed
 
 from ._result import Result
 

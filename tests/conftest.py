@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from ordo.epochs.log import ensure_log_topics
-from ordo.testbed.kafka.fixtures import *  # noqa: F403
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import *  # noqa: F403
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.kube.identity import operator_identity
-from ordo.testbed.operator import OperatorProcess
+from ordo_testbed.kafka.fixtures import *  # noqa: F403
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import *  # noqa: F403
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.kube.identity import operator_identity
+from ordo_testbed.operator import OperatorProcess
 
 
 @pytest.fixture

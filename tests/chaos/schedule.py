@@ -25,7 +25,7 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class BrokerFault:
-    """A fault for the testbed proxy (``ordo.testbed.kafka.Fault``'s fields); ``data_topic``
+    """A fault for the testbed proxy (``ordo_testbed.kafka.Fault``'s fields); ``data_topic``
     limits it to the data topic, else it matches any topic the API names."""
 
     api: str

@@ -26,15 +26,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from ordo.scenario.sources import verify_sources
-from ordo.scenario.verify import Verdict, verify
-from ordo.testbed.kafka import Fault
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Expansions, Groups, group_member_argv
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.sources import verify_sources
+from ordo_sandbox.scenario.verify import Verdict, verify
+from ordo_testbed.kafka import Fault
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.pods import Pod, PodSet
+from ordo_testbed.resources import Expansions, Groups, group_member_argv
+from ordo_testbed.waiting import wait_for
 
 from .schedule import Action, Kind, Limits, make_schedule
 
@@ -90,7 +90,7 @@ class Chaos:
         self.started += 1
         name = f"c-{self.started}"
         out = self.directory / f"{name}.log"
-        argv = [sys.executable, "-m", "ordo.scenario.consumer", "--bootstrap", self.kafka.bootstrap]
+        argv = [sys.executable, "-m", "ordo_sandbox.scenario.consumer", "--bootstrap", self.kafka.bootstrap]
         argv += ["--topic", self.topic, "--group", f"{self.topic}-readers", "--out", str(out)]
         argv += ["--epoch-topic", self.epochs]
         self.consumer_logs.append(out)

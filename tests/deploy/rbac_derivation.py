@@ -36,7 +36,7 @@ import kubernetes.client
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_ROOTS = {"ordo_operator": ROOT / "operator", "ordo": ROOT / "sdk"}
 # Imported ordo modules that are test or demo infrastructure, not operator behaviour.
-EXCLUDED_PREFIXES = ("ordo.testbed", "ordo.scenario", "ordo.cli")
+EXCLUDED_PREFIXES = ("ordo_testbed", "ordo_sandbox.scenario", "ordo.cli")
 
 
 class DerivationError(Exception):

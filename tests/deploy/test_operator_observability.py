@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 

@@ -17,13 +17,13 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube import KubeApiServer
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.kube.identity import apply_rbac, chart_rbac, token_kubeconfig
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.pods import PodSet
-from ordo.testbed.resources import Expansions, Groups, group_member_argv
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube import KubeApiServer
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.kube.identity import apply_rbac, chart_rbac, token_kubeconfig
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.pods import PodSet
+from ordo_testbed.resources import Expansions, Groups, group_member_argv
 
 from .chart import ROOT
 

@@ -2,7 +2,7 @@
 
 Kafka has two listeners: ``kafka.kafka.svc:9092`` for pods, and ``127.0.0.1:30092`` for the test
 process, through a NodePort that kind maps to the host. So the workload programs run as local
-processes (the same ``ordo.scenario.Workload`` as the testbed tests), while the operator and the
+processes (the same ``ordo_sandbox.scenario.Workload`` as the testbed tests), while the operator and the
 ProducerGroup members run in the cluster as they would in production.
 """
 
@@ -18,7 +18,7 @@ import helm_python as helm
 import kubernetes
 import yaml
 
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = os.environ.get("ORDO_E2E_CLUSTER", "ordo-e2e")

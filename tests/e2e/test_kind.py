@@ -1,5 +1,5 @@
 """ordo on a real cluster: kind, Apache Kafka (KRaft), the images built from the repo and the Helm
-chart. The scenarios are the testbed's (``ordo.scenario``: the same workload programs and the same
+chart. The scenarios are the testbed's (``ordo_sandbox.scenario``: the same workload programs and the same
 independent verifiers); only the substrate differs. Runs with ``make e2e`` where Docker and kind
 exist; skipped elsewhere (see conftest.py)."""
 
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo.scenario.sources import verify_sources
-from ordo.scenario.workload import Workload
-from ordo.testbed.resources import Expansions, Groups
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.sources import verify_sources
+from ordo_sandbox.scenario.workload import Workload
+from ordo_testbed.resources import Expansions, Groups
+from ordo_testbed.waiting import wait_for
 
 from .cluster import (
     APP_NAMESPACE,
@@ -107,7 +107,7 @@ def _member_deployment(topic: str, group: str, records: int) -> dict[str, Any]:
         "runAsNonRoot": True,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    argv = ["python", "-m", "ordo.scenario.group_member", "--bootstrap", BOOTSTRAP_INTERNAL,
+    argv = ["python", "-m", "ordo_sandbox.scenario.group_member", "--bootstrap", BOOTSTRAP_INTERNAL,
             "--topic", topic, "--records", str(records), "--batch", "10", "--rate", "5"]  # fmt: skip
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ordo.testbed.kafka.broker import KafkaTestbed
+from ordo_testbed.kafka.broker import KafkaTestbed
 
 
 @pytest.fixture(scope="session")

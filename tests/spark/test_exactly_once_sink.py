@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.waiting import wait_for
 from ordo_spark.apps import source_options
 from ordo_spark.sink import ExactlyOnceKafkaSink
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.testbed, pytest.mark.slow]
 

@@ -22,14 +22,14 @@ from confluent_kafka import KafkaError, Message
 
 from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
-from ordo.scenario.records import Numbered, encode, key_name
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.records import Numbered, encode, key_name
 from ordo_spark.apps import source_options
 from ordo_spark.pipeline import ordered_pipeline, summarize
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.testbed, pytest.mark.slow]
 

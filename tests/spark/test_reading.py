@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo_spark.options import parse_options
 from ordo_spark.planning import DataLossError, Slice
 from ordo_spark.reading import SCHEMA, close_consumers, read_slice
+from ordo_testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed
 

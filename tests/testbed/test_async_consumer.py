@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from ordo.async_consumer import TP, AsyncConsumer, Batch
 from ordo.errors import ConfigError
 from ordo.group_protocol import CLASSIC, with_classic_defaults
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 PARTITIONS = 4

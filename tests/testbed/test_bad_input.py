@@ -25,12 +25,12 @@ from ordo.epochs.registry import ProducerRegistry, ProducerReport
 from ordo.errors import ConfigError, ProducerClosedError, UndeclaredPartitionError
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.ordered_producer import OrderedProducer
-from ordo.testbed.kafka import KafkaTestbed
-from ordo.testbed.kafka.testing import end_offsets
-from ordo.testbed.kube.fixtures import KubeCluster
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions, Groups
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka import KafkaTestbed
+from ordo_testbed.kafka.testing import end_offsets
+from ordo_testbed.kube.fixtures import KubeCluster
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions, Groups
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 

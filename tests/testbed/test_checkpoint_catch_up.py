@@ -6,7 +6,7 @@ from confluent_kafka import Producer
 
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.protocol import checkpoint_key
-from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed
 

@@ -12,9 +12,9 @@ from confluent_kafka.admin import NewPartitions
 from ordo.cli import main as ordo
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.resources import Groups
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.resources import Groups
 
 pytestmark = pytest.mark.testbed
 

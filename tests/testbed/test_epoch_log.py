@@ -9,8 +9,8 @@ from confluent_kafka import Producer
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
 from ordo.epochs.registry import ProducerRegistry, ProducerReport
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import wait_for
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import wait_for
 
 pytestmark = pytest.mark.testbed
 

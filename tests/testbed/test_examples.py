@@ -11,13 +11,13 @@ from types import ModuleType
 import pytest
 
 from ordo.epochs.log import ensure_log_topics
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.pods import PodSet
-from ordo.testbed.resources import Groups
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.pods import PodSet
+from ordo_testbed.resources import Groups
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from ordo.epochs.log import ensure_log_topics, read_history
-from ordo.scenario.workload import Workload
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions
-from ordo.testbed.soak import soak_params
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.workload import Workload
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
+from ordo_testbed.soak import soak_params
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

@@ -14,11 +14,11 @@ from ordo.epochs import EpochState
 from ordo.epochs.log import read_history
 from ordo.epochs.registry import ProducerReport
 from ordo.ordered_producer import OrderedProducer
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import wait_for
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import wait_for
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
 
 pytestmark = pytest.mark.testbed
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from ordo.epochs.log import read_history
-from ordo.scenario.workload import Workload
-from ordo.testbed.kafka import Fault
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.workload import Workload
+from ordo_testbed.kafka import Fault
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

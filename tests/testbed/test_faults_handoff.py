@@ -10,15 +10,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from ordo.scenario.sources import verify_sources
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.faults import FaultProxy
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Groups, group_member_argv
-from ordo.testbed.soak import soak_params
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.sources import verify_sources
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.faults import FaultProxy
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.pods import Pod, PodSet
+from ordo_testbed.resources import Groups, group_member_argv
+from ordo_testbed.soak import soak_params
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 GROUP, LABELS, RECORDS = "handoff", {"app": "handoff"}, 150

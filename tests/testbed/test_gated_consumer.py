@@ -14,8 +14,8 @@ from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 from ordo.group_protocol import with_classic_defaults
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 OLD_RECORDS = 3000

@@ -15,12 +15,12 @@ from kubernetes.client import CoordinationV1Api
 from ordo.errors import CheckpointError, ConfigError, NotOwnedError, TransactionScopeError
 from ordo.group import GroupProducer, Rebalance
 from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GroupSettings, MemberAssignment
-from ordo.testbed.kafka import Fault
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume, end_offsets
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.pods import PodSet
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka import Fault
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume, end_offsets
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.pods import PodSet
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 

@@ -7,11 +7,11 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ordo.epochs.registry import ProducerReport
-from ordo.testbed.kafka.faults import Fault
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import wait_for
 from ordo_operator.config import OperatorConfig
 from ordo_operator.kafka import KafkaSide
+from ordo_testbed.kafka.faults import Fault
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import wait_for
 
 pytestmark = pytest.mark.testbed
 

@@ -19,10 +19,10 @@ from ordo.epochs.registry import ProducerRegistry
 from ordo.errors import ConfigError, ProduceBlockedError, ProducerClosedError
 from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
-from ordo.testbed.kafka import Fault
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka import Fault
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from ordo.scenario.verify import Verdict
-from ordo.scenario.workload import Workload
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import end_offsets
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.verify import Verdict
+from ordo_sandbox.scenario.workload import Workload
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import end_offsets
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

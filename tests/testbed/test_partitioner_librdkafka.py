@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Producer
 
 from ordo.partitioners import murmur2_partition
-from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from ordo.group.checkpoints import CheckpointLog
-from ordo.scenario.sources import verify_sources
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.pods import Pod, PodSet
-from ordo.testbed.resources import Groups, group_member_argv
-from ordo.testbed.waiting import wait_for
+from ordo_sandbox.scenario.sources import verify_sources
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.pods import Pod, PodSet
+from ordo_testbed.resources import Groups, group_member_argv
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 GROUP = "copy"

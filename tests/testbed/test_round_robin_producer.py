@@ -11,10 +11,10 @@ from confluent_kafka.admin import NewPartitions
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer
-from ordo.testbed.kafka import Fault
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume, end_offsets
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka import Fault
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume, end_offsets
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 PARTITIONS = 7

@@ -15,10 +15,10 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ordo.testbed.kafka import KafkaTestbed
-from ordo.testbed.kube.fixtures import KubeCluster
-from ordo.testbed.kube.kubelet import PlaceholderKubelet
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka import KafkaTestbed
+from ordo_testbed.kube.fixtures import KubeCluster
+from ordo_testbed.kube.kubelet import PlaceholderKubelet
+from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ordo.scenario.progress import partition_progress
-from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo_sandbox.scenario.progress import partition_progress
+from ordo_testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed
 

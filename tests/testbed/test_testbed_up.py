@@ -16,7 +16,7 @@ import kubernetes
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo.testbed.bed import Testbed
+from ordo_testbed.bed import Testbed
 
 pytestmark = pytest.mark.testbed
 

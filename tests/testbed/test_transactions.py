@@ -11,9 +11,9 @@ from ordo.epochs.log import ensure_log_topics
 from ordo.errors import ConfigError, TransactionScopeError, UndeclaredGroupError, UndeclaredPartitionError
 from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume, end_offsets
 from ordo.transactions import group_id_of
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume, end_offsets
 
 pytestmark = pytest.mark.testbed
 

@@ -6,7 +6,7 @@ import pytest
 
 from ordo.cli import main as ordo
 from ordo.cli.bench import percentile, tally
-from ordo.testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.fixtures import KafkaHandle
 
 
 @pytest.mark.testbed

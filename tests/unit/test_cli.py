@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ordo.cli import bench
 from ordo.cli import main as ordo
 from ordo.cli.status import Gate, gates, render
+from ordo_testbed import cli as harness_cli
 
 HISTORY = {
     "topic": "orders",
@@ -128,14 +128,14 @@ def test_verify_needs_a_bootstrap_and_an_existing_source(
 
 
 def test_bench_lists_the_checkouts_benchmarks() -> None:
-    names = bench.checkout_benchmarks()
+    names = harness_cli.checkout_benchmarks()
     assert "expansion" in names and "group" in names
 
 
 def test_bench_outside_a_checkout_is_one_clear_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bench, "_checkout", lambda: None)
+    monkeypatch.setattr(harness_cli, "_checkout", lambda: None)
     err = _one_line_error(["bench", "all"], capsys, monkeypatch)
     assert "from a checkout" in err
 
@@ -153,3 +153,15 @@ def test_bench_runs_the_benchmarks_package_of_the_checkout(monkeypatch: pytest.M
     (one, root), (every, _) = calls
     assert one[1:] == ["-m", "benchmarks", "partitioner_bench"] and every[1:] == ["-m", "benchmarks"]
     assert (root / "benchmarks" / "__main__.py").is_file()
+
+
+def test_harness_commands_without_the_harness_say_where_to_get_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ordo.cli.entry_points", lambda group: [])  # the SDK alone
+    monkeypatch.setattr("ordo.cli.bench.local_kafka", None)
+    for command in (["sandbox"], ["testbed"]):
+        err = _one_line_error(command, capsys, monkeypatch)
+        assert "test harness" in err and "pip install -e testbed" in err
+    err = _one_line_error(["bench", "eos", "--testbed"], capsys, monkeypatch)
+    assert "--testbed needs ordo's test harness" in err

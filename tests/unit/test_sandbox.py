@@ -11,21 +11,22 @@ import pytest
 from rich.console import Console
 
 from ordo.cli import main as ordo
-from ordo.sandbox import source
-from ordo.sandbox.monitor import LiveOrder, LogTail, closed_gates, slow_units
-from ordo.sandbox.records import (
+from ordo.verify import (
     ActiveEpoch,
     StoredRecord,
     check_topic,
     decode_record,
     epoch_of,
     parse_epochs,
+    source_counts,
 )
-from ordo.sandbox.report import SandboxReport, SparkOutcome, StageOutcome, checks, render
-from ordo.sandbox.stages import MIN_DURATION, Step, partitions_moved, schedule
-from ordo.sandbox.view import MemberRow, Snapshot
-from ordo.sandbox.view import render as render_view
-from ordo.scenario.verify import Verdict
+from ordo_sandbox import source
+from ordo_sandbox.monitor import LiveOrder, LogTail, closed_gates, slow_units
+from ordo_sandbox.report import SandboxReport, SparkOutcome, StageOutcome, checks, render
+from ordo_sandbox.scenario.verify import Verdict
+from ordo_sandbox.stages import MIN_DURATION, Step, partitions_moved, schedule
+from ordo_sandbox.view import MemberRow, Snapshot
+from ordo_sandbox.view import render as render_view
 
 # --- the source ---------------------------------------------------------------------------------
 
@@ -35,7 +36,7 @@ def test_orders_are_numbered_per_customer_and_read_after_a_checkpoint_in_change_
     source.create(db)
     writer = source.OrderWriter(db, partitions=4, customers=10, seed=1)
     assert writer.insert(200) == 200
-    counts = source.expected_counts(db)
+    counts = source_counts(db)
     assert sum(counts.values()) == 200
     with closing(source.connect(db)) as connection:
         for src in range(4):
@@ -75,11 +76,11 @@ def test_the_writer_thread_inserts_at_its_rate_until_stopped(tmp_path: Path) -> 
     source.create(db)
     thread = source.WriterThread(source.OrderWriter(db, 8, 50), rate=1000)
     thread.start()
-    from ordo.testbed.waiting import wait_for
+    from ordo_testbed.waiting import wait_for
 
     wait_for(lambda: thread.writer.inserted >= 100, 20, "inserts")
     inserted = thread.stop()
-    assert thread.error is None and sum(source.expected_counts(db).values()) == inserted
+    assert thread.error is None and sum(source_counts(db).values()) == inserted
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ def test_decode_record_knows_the_numbered_and_the_source_formats() -> None:
 
 
 def _report(**changes: object) -> SandboxReport:
-    from ordo.sandbox.records import TopicVerdict
+    from ordo.verify import TopicVerdict
 
     stages = [StageOutcome(step, 10.0 * i, 1.5, "done") for i, step in enumerate(Step)]
     report = SandboxReport(

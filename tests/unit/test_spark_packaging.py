@@ -223,7 +223,7 @@ def test_dockerfile_installs_ordo_from_the_repository() -> None:
     runs = [args for word, args in steps if word == "RUN"]
     assert any("pip wheel" in run and run.rstrip().endswith(" .") for run in runs), "a wheel of this repo"
     installs = [shlex.split(run) for run in runs if "pip install" in run]
-    assert any("ordo[spark]==0.1.0" in words for words in installs)
+    assert any("ordo-kafka-spark==0.1.0" in words for words in installs)
     assert all("--no-cache-dir" in words for words in installs)
     assert any("rm -rf /var/lib/apt/lists/*" in run for run in runs if "apt-get install" in run)
 

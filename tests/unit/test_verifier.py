@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from ordo.scenario.verify import read_delivered, verify
+from ordo_sandbox.scenario.verify import read_delivered, verify
 
 
 def _log(path: Path, lines: list[str]) -> Path:

@@ -1,5 +1,5 @@
-"""``ordo bench``: ``eos`` below, and ``all`` / ``<name>``, which run the repository's benchmarks
-(``python -m benchmarks``) when ordo runs from a checkout.
+"""``ordo bench``: ``eos`` below; ordo's test harness adds ``all`` / ``<name>``, which run the
+repository's benchmarks (``python -m benchmarks``) from a checkout, and ``eos --testbed``.
 
 ``ordo bench eos``: a consume-transform-produce exactly-once benchmark, as KIP-609 proposes.
 
@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import CliError
 
-__all__ = ["EosResult", "checkout_benchmarks", "percentile", "register", "run", "run_checkout", "tally"]
+__all__ = ["EosResult", "add_kind", "percentile", "register", "run", "tally"]
 
 
 def register(commands: Any) -> None:
@@ -54,36 +52,22 @@ def register(commands: Any) -> None:
     eos.add_argument("--records", type=int, default=100_000, help="input records to process")
     eos.add_argument("--record-size", type=int, default=100, help="bytes per record value")
     eos.set_defaults(run=run)
-    every = kinds.add_parser("all", help="every benchmark of the repository; writes benchmarks/report.md")
-    every.set_defaults(run=run_checkout, benchmarks=[])
-    for name in checkout_benchmarks():
-        one = kinds.add_parser(name, help=f"benchmarks/{name}_bench.py")
-        one.set_defaults(run=run_checkout, benchmarks=[f"{name}_bench"])
+    global _kinds
+    _kinds = kinds
 
 
-def _checkout() -> Path | None:
-    """The repository this ``ordo`` runs from, when it has the ``benchmarks`` package."""
-    root = Path(__file__).resolve().parents[3]
-    return root if (root / "benchmarks" / "__main__.py").is_file() else None
+_kinds: Any = None  # the bench subcommands, for other distributions to add to (add_kind)
+# A local Kafka for ``--testbed``: a context manager factory yielding a bootstrap address, set by
+# ordo's test harness when it is installed
+local_kafka: Callable[[], AbstractContextManager[str]] | None = None
 
 
-def checkout_benchmarks() -> list[str]:
-    """The benchmark modules of the checkout (``benchmarks/<name>_bench.py``), by name."""
-    root = _checkout()
-    if root is None:
-        return []
-    return sorted(p.stem.removesuffix("_bench") for p in (root / "benchmarks").glob("*_bench.py"))
-
-
-def run_checkout(args: argparse.Namespace) -> int:
-    """``python -m benchmarks [modules]`` in the checkout: one process, its exit code passed on."""
-    root = _checkout()
-    if root is None:
-        raise CliError(
-            "the benchmarks live in ordo's repository: run `ordo bench all` from a checkout "
-            "(pip install -e '.[dev]'), or `ordo bench eos` anywhere"
-        )
-    return subprocess.call([sys.executable, "-m", "benchmarks", *args.benchmarks], cwd=root)
+def add_kind(name: str, help: str) -> argparse.ArgumentParser:
+    """A new ``ordo bench <name>`` (after ``register``): its parser, to set ``run`` on."""
+    if _kinds is None:
+        raise RuntimeError("ordo bench is not registered yet")
+    parser: argparse.ArgumentParser = _kinds.add_parser(name, help=help)
+    return parser
 
 
 @dataclass
@@ -124,14 +108,13 @@ def tally(run_id: str, records: int, values: Iterable[bytes]) -> tuple[int, int]
 def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.testbed:
-        try:
-            from ..testbed.kafka import KafkaTestbed
-        except ImportError as error:
+        if local_kafka is None:
             raise CliError(
-                f"--testbed needs the 'testbed' extra: pip install 'ordo[testbed]' ({error})"
-            ) from None
-        with KafkaTestbed() as bed:
-            return _report(args, _eos(args, bed.bootstrap))
+                "--testbed needs ordo's test harness, which is not installed: from a checkout, "
+                "`pip install -e testbed`; or give --bootstrap-servers"
+            )
+        with local_kafka() as bootstrap:
+            return _report(args, _eos(args, bootstrap))
     if not args.bootstrap_servers:
         raise CliError("give --bootstrap-servers (or set KAFKA_BOOTSTRAP), or use --testbed")
     return _report(args, _eos(args, args.bootstrap_servers))

@@ -127,7 +127,7 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
 
 
 def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, Any], list[Gate]]:
-    from ..sandbox.records import read_epoch_log
+    from ..verify import read_epoch_log
 
     config = {"bootstrap.servers": args.bootstrap}
     try:

@@ -1,7 +1,7 @@
 """``ordo verify --topic T``: the independent order/loss/duplicate verifier over what is in Kafka.
 
 Reads the topic with read_committed and its history from the epoch log, and checks every key's
-numbered records (see :mod:`ordo.sandbox.records` for the record formats it reads: the sandbox's
+numbered records (see :mod:`ordo.verify` for the record formats it reads: the sandbox's
 orders and the scenario's records ``{"k": key, "s": n}``, and the group member's ``{"p", "seq"}``).
 With ``--source`` (a sandbox's SQLite database) it also checks that every order arrived.
 """
@@ -37,7 +37,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sandbox.records import check_topic, read_epochs, read_topic
+    from ..verify import check_topic, read_epochs, read_topic, source_counts
 
     if not args.bootstrap:
         raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP)")
@@ -45,9 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.source is not None:
         if not args.source.is_file():
             raise CliError(f"--source: no such file {args.source}")
-        from ..sandbox.source import expected_counts
-
-        expected = expected_counts(args.source)
+        expected = source_counts(args.source)
     config = {"bootstrap.servers": args.bootstrap}
     try:
         records, unreadable = read_topic(config, args.topic, args.timeout)

@@ -10,8 +10,8 @@ import sys
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 
@@ -27,7 +27,7 @@ def test_the_broker_is_apache_kafka_in_kraft_mode(kafka: KafkaHandle) -> None:
 
 def test_a_killed_starter_leaves_no_broker_behind() -> None:
     starter = subprocess.Popen(
-        [sys.executable, "-c", "from ordo.testbed.kafka import KafkaBroker\n"
+        [sys.executable, "-c", "from ordo_testbed.kafka import KafkaBroker\n"
          "import time\nb = KafkaBroker().start()\nprint(b.process.pid, flush=True)\ntime.sleep(600)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

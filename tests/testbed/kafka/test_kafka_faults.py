@@ -12,10 +12,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
 
-from ordo.testbed.kafka import Fault, KafkaTestbed, RemoteFaults
-from ordo.testbed.kafka.client import UpstreamClient
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kafka.testing import consume, values, wait_for
+from ordo_testbed.kafka import Fault, KafkaTestbed, RemoteFaults
+from ordo_testbed.kafka.client import UpstreamClient
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume, values, wait_for
 
 pytestmark = pytest.mark.testbed
 

@@ -1,7 +1,7 @@
-"""Fixtures of the Kubernetes testbed tests; the shared ones come from ordo.testbed.kube.fixtures."""
+"""Fixtures of the Kubernetes testbed tests; the shared ones come from ordo_testbed.kube.fixtures."""
 
 from __future__ import annotations
 
-from ordo.testbed.waiting import wait_for
+from ordo_testbed.waiting import wait_for
 
 __all__ = ["wait_for"]

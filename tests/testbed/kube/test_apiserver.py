@@ -14,9 +14,9 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from ordo.testbed.kube import KubeApiServer
-from ordo.testbed.kube.binaries import kube_version
-from ordo.testbed.kube.fixtures import Kube
+from ordo_testbed.kube import KubeApiServer
+from ordo_testbed.kube.binaries import kube_version
+from ordo_testbed.kube.fixtures import Kube
 
 from .conftest import wait_for
 

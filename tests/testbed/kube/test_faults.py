@@ -11,9 +11,9 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from ordo.testbed.kube import KubeApiServer
-from ordo.testbed.kube.faults import FaultProxy, classify
-from ordo.testbed.kube.fixtures import Kube
+from ordo_testbed.kube import KubeApiServer
+from ordo_testbed.kube.faults import FaultProxy, classify
+from ordo_testbed.kube.fixtures import Kube
 
 
 @pytest.fixture

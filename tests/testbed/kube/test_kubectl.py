@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from ordo.testbed.kafka.fixtures import KafkaHandle
-from ordo.testbed.kube import default_crd_dir
-from ordo.testbed.kube.fixtures import Kube
-from ordo.testbed.operator import OperatorProcess
-from ordo.testbed.resources import Expansions, Groups
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube import default_crd_dir
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions, Groups
 
 from .conftest import wait_for
 

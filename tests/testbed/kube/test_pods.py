@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 
-from ordo.testbed.kube.kubelet import PlaceholderKubelet
-from ordo.testbed.pods import PLACEHOLDER_IMAGE, PodSet
+from ordo_testbed.kube.kubelet import PlaceholderKubelet
+from ordo_testbed.pods import PLACEHOLDER_IMAGE, PodSet
 
 from .conftest import wait_for
 

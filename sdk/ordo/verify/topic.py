@@ -1,0 +1,268 @@
+"""What is in a Kafka topic, checked independently (``ordo verify``, the sandbox's report).
+
+It reads the topic with read_committed to the end of every partition, and the topic's history from
+the epoch log as plain JSON, and checks each key's records: none twice, none missing, and in order
+across expansions. It shares no code with the SDK; only the record formats:
+
+- numbered records, ``{"k": key, "s": n, ...}``: the sandbox's orders (key = customer, n = the
+  customer's order number) and the scenario's keyed producers of ordo's test harness;
+- source records, ``{"p": source partition, "seq": n, ...}``: the harness's ProducerGroup members
+  (key = ``src-<p>``, its Kafka key).
+
+Order: a key lives in one partition per epoch, so its records in storage order are those of each
+epoch (an epoch's records in an old partition start at that epoch's threshold) one epoch after
+another. Numbers must increase along that order.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .order import KeyOrder
+
+__all__ = [
+    "ActiveEpoch",
+    "StoredRecord",
+    "TopicVerdict",
+    "check_topic",
+    "decode_record",
+    "epoch_of",
+    "parse_epochs",
+    "read_epoch_log",
+    "read_epochs",
+    "read_topic",
+    "source_counts",
+]
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    partition: int
+    offset: int
+    key: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class ActiveEpoch:
+    epoch: int
+    partitions: int
+    from_partitions: int | None = None
+    thresholds: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class TopicVerdict:
+    topic: str
+    records: int = 0
+    keys: int = 0
+    partitions: int = 0
+    epochs: int = 1
+    duplicates: int = 0
+    missing: int = 0
+    order_violations: int = 0
+    unreadable: int = 0
+    expected: int | None = None  # records the source holds, when it is known
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.missing or self.order_violations or self.unreadable)
+
+    def summary(self) -> str:
+        return (
+            f"{self.topic}: {self.records} records of {self.keys} keys in {self.partitions} partitions, "
+            f"{self.epochs} epoch(s): duplicates {self.duplicates}, missing {self.missing}, "
+            f"order violations {self.order_violations}, unreadable {self.unreadable}"
+        )
+
+
+def decode_record(value: bytes | None) -> tuple[str, int] | None:
+    """(key, number) of a record in one of the known formats, or None."""
+    try:
+        data = json.loads(value or b"")
+        if "k" in data and "s" in data:
+            return str(data["k"]), int(data["s"])
+        if "p" in data and "seq" in data:
+            return f"src-{int(data['p'])}", int(data["seq"])
+    except (ValueError, TypeError):
+        pass
+    return None
+
+
+def parse_epochs(history: Mapping[str, Any]) -> list[ActiveEpoch]:
+    """The active epochs of an epoch-log value (fencing and aborted ones change nothing in storage)."""
+    return [
+        ActiveEpoch(
+            int(e["epoch"]),
+            int(e["partitions"]),
+            e.get("from_partitions"),
+            {int(p): int(o) for p, o in (e.get("thresholds") or {}).items()},
+        )
+        for e in history.get("epochs") or []
+        if e.get("state") == "active"
+    ]
+
+
+def epoch_of(epochs: Sequence[ActiveEpoch], partition: int, offset: int) -> int:
+    """The epoch a stored record belongs to: the latest that created its partition, or whose
+    threshold in its (old) partition it is at or past."""
+    found = 0
+    for e in epochs:
+        if e.from_partitions is None:
+            continue
+        created = e.from_partitions <= partition < e.partitions
+        if created or offset >= e.thresholds.get(partition, offset + 1):
+            found = max(found, e.epoch)
+    return found
+
+
+def check_topic(
+    topic: str,
+    records: Iterable[StoredRecord],
+    epochs: Sequence[ActiveEpoch] = (),
+    expected: Mapping[str, int] | None = None,
+    unreadable: int = 0,
+) -> TopicVerdict:
+    """Count duplicates, missing records and per-key order violations. ``expected``: key → how many
+    numbers (0..n-1) the source holds; without it, a number below a key's highest that is absent
+    counts as missing."""
+    stored = sorted(records, key=lambda r: (epoch_of(epochs, r.partition, r.offset), r.partition, r.offset))
+    check = KeyOrder()
+    for r in stored:
+        check.add(r.key, r.seq, f"p{r.partition}@{r.offset}")
+    if expected is None:
+        expected = {key: max(numbers) + 1 for key, numbers in check.seen.items()}
+        total = None
+    else:
+        total = sum(expected.values())
+    missing = check.lost(dict(expected))
+    extra = [key for key in check.seen if key not in expected]
+    examples = list(check.examples)
+    if extra:
+        examples.append(f"{len(extra)} key(s) the source does not have, e.g. {extra[0]}")
+    return TopicVerdict(
+        topic=topic,
+        records=check.records,
+        keys=len(check.seen),
+        partitions=len({r.partition for r in stored}),
+        epochs=max(1, len(epochs)),
+        duplicates=check.duplicates,
+        missing=missing,
+        order_violations=check.order_violations,
+        unreadable=unreadable,
+        expected=total,
+        examples=examples,
+    )
+
+
+def _reader(kafka_config: Mapping[str, Any]) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            **kafka_config,
+            "group.id": f"ordo-verify-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+
+
+def read_topic(
+    kafka_config: Mapping[str, Any], topic: str, timeout: float = 60.0
+) -> tuple[list[StoredRecord], int]:
+    """Every committed record of ``topic`` as (records, how many were in no known format).
+    Raises LookupError when the topic does not exist, TimeoutError when it cannot be read to its end."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = _reader(kafka_config)
+    try:
+        # all topics, not this one: asking for an unknown topic may create it
+        metadata = consumer.list_topics(timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            raise LookupError(f"topic {topic!r} does not exist")
+        partitions = sorted(metadata.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        records: list[StoredRecord] = []
+        unreadable = 0
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < len(partitions):
+            if time.monotonic() > deadline:
+                left = sorted(set(partitions) - at_end)
+                raise TimeoutError(f"could not read partitions {left} of {topic!r} to their end")
+            for message in consumer.consume(1000, 0.5):
+                error = message.error()
+                p = message.partition() or 0
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(f"reading {topic!r}: {error}")
+                    at_end.add(p)
+                    continue
+                at_end.discard(p)
+                decoded = decode_record(message.value())
+                if decoded is None:
+                    unreadable += 1
+                else:
+                    records.append(StoredRecord(p, message.offset() or 0, *decoded))
+        return records, unreadable
+    finally:
+        consumer.close()
+
+
+def read_epoch_log(
+    kafka_config: Mapping[str, Any], epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
+) -> dict[str, dict[str, Any]]:
+    """Every topic's latest history in the epoch log, as plain JSON ({} when there is no log)."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = _reader(kafka_config)
+    try:
+        if epoch_topic not in consumer.list_topics(timeout=10).topics:  # never auto-create it
+            return {}
+        consumer.assign([TopicPartition(epoch_topic, 0, 0)])
+        latest: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return latest
+                raise RuntimeError(f"reading {epoch_topic!r}: {error}")
+            try:
+                latest[(message.key() or b"").decode(errors="replace")] = json.loads(message.value() or b"")
+            except ValueError:
+                continue  # not a history: the log's readers skip it too
+        raise TimeoutError(f"could not read the epoch log {epoch_topic!r} to its end")
+    finally:
+        consumer.close()
+
+
+def read_epochs(
+    kafka_config: Mapping[str, Any], topic: str, epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
+) -> list[ActiveEpoch]:
+    """The topic's active epochs from the epoch log ([] if it has none)."""
+    history = read_epoch_log(kafka_config, epoch_topic, timeout).get(topic)
+    return parse_epochs(history) if history else []
+
+
+def source_counts(path: Path) -> dict[str, int]:
+    """key → how many numbered records it has (0..n-1), from a SQLite ``orders`` table with a
+    ``customer`` column (the sandbox's source): every one of them must be in the topic once."""
+    with closing(sqlite3.connect(path)) as connection:
+        rows = connection.execute("SELECT customer, COUNT(*) FROM orders GROUP BY customer").fetchall()
+    return {customer: count for customer, count in rows}

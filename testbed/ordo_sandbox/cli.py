@@ -1,0 +1,99 @@
+"""``ordo sandbox``: everything ordo does, live, on the embedded testbed (no cluster needed).
+
+See :mod:`ordo_sandbox` for what runs. Exit code 0 only when every check of the report holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ordo.cli import CliError
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "sandbox",
+        help="the demo: producer group, expansion and a member failure while data flows, verified",
+        description="Starts the testbed, the operator, a SQLite source copied by a ProducerGroup, gated "
+        "consumers and the Spark ordered pipeline; adds a member, grows the topic 4 -> 8, SIGKILLs a "
+        "member and adds another while data flows; then verifies order, loss and duplicates.",
+    )
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of data flow (default 60)")
+    parser.add_argument("--members", type=int, default=3, help="members at the start (default 3)")
+    parser.add_argument(
+        "--bootstrap",
+        help="a real Kafka instead of the testbed's (the topic must not exist; the operator runs here)",
+    )
+    parser.add_argument(
+        "--kubeconfig", type=Path,
+        help="a real cluster instead of the testbed's (with --bootstrap): resources, Pods and Leases are "
+        "there; the members run here, each bound to a placeholder Pod",
+    )  # fmt: skip
+    parser.add_argument(
+        "--operator", choices=("auto", "here", "cluster"), default="auto",
+        help="with --kubeconfig: the operator installed in the cluster, or one run here (default auto: "
+        "the cluster's if it has a Ready one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pod-image", default=None, help="with --kubeconfig: the placeholder Pods' image (default pause)"
+    )
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark pipeline (no Java needed)")
+    parser.add_argument("--report", type=Path, help="also write the report as JSON here")
+    parser.add_argument("--topic", default="orders", help="the topic (default orders)")
+    parser.add_argument("--rate", type=float, default=150.0, help="orders inserted per second (default 150)")
+    parser.add_argument("--workdir", type=Path, help="logs and the source database (default: a temp dir)")
+    parser.add_argument(
+        "--live", action=argparse.BooleanOptionalAction, default=None,
+        help="the live view (default: when the output is a terminal)",
+    )  # fmt: skip
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ordo_sandbox.stages import MIN_DURATION
+
+    if args.duration < MIN_DURATION:
+        raise CliError(f"--duration must be at least {MIN_DURATION:g} seconds, got {args.duration:g}")
+    if args.members < 1:
+        raise CliError(f"--members must be at least 1, got {args.members}")
+    if args.rate <= 0:
+        raise CliError(f"--rate must be positive, got {args.rate:g}")
+    if args.kubeconfig is None and (args.operator != "auto" or args.pod_image is not None):
+        raise CliError("--operator and --pod-image are for a real cluster: give --kubeconfig too")
+    if args.kubeconfig is not None:
+        if args.bootstrap is None:
+            raise CliError("--kubeconfig needs --bootstrap: a Kafka reachable from here and from the cluster")
+        if not args.kubeconfig.is_file():
+            raise CliError(f"--kubeconfig: no file {args.kubeconfig}")
+    try:
+        from ordo_sandbox.run import Options, Sandbox
+    except ImportError as error:
+        raise CliError(f"the sandbox needs the 'testbed' and 'operator' extras: pip install "
+                       f"'ordo[testbed,operator]' ({error})") from None  # fmt: skip
+    if args.report is not None and not args.report.parent.is_dir():
+        raise CliError(f"--report: folder {args.report.parent} does not exist")
+
+    from rich.console import Console
+
+    from ordo_sandbox.report import render
+
+    console = Console()
+    options = Options(
+        duration=args.duration, members=args.members, bootstrap=args.bootstrap, spark=not args.no_spark,
+        topic=args.topic, rate=args.rate, workdir=args.workdir, live=args.live,
+        kubeconfig=args.kubeconfig, operator=args.operator,
+    )  # fmt: skip
+    if args.pod_image is not None:
+        options.pod_image = args.pod_image
+    try:
+        report = Sandbox(options, console).run()
+    except (RuntimeError, AssertionError) as error:
+        raise CliError(str(error).splitlines()[0] if str(error) else type(error).__name__) from None
+    console.print(render(report))
+    if args.report is not None:
+        args.report.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    console.print(f"logs: {report.workdir}")
+    return 0 if report.ok else 1

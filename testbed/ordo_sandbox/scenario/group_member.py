@@ -1,0 +1,95 @@
+"""``python -m ordo_sandbox.scenario.group_member``: a ProducerGroup member copying a synthetic source.
+
+Source partition p holds records 0..N-1; the member writes them in units of ``--batch`` records,
+each unit committed with the checkpoint "next record to copy", so a restarted or new owner
+continues where the last committed unit ended. Records are keyed ``src-<p>`` (one Kafka partition
+per source partition) with value ``{"p": p, "seq": i, "member": pod}``. Prints one JSON line per
+rebalance event; SIGTERM closes the member (releasing its Lease).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from ordo.errors import NotOwnedError, OrdoError, ProducerFencedError
+from ordo.group import GroupProducer, Rebalance
+from ordo_sandbox.scenario._program import Pacer, stop_on_signals
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ordo_sandbox.scenario.group_member")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--records", type=int, default=1000, help="records per source partition")
+    parser.add_argument("--batch", type=int, default=10, help="records per transaction")
+    parser.add_argument("--rate", type=float, default=20.0, help="transactions per second (0: unpaced)")
+    parser.add_argument("--epoch-topic", default="__ordo_epochs")
+    parser.add_argument("--registry-topic", default="__ordo_producers")
+    args = parser.parse_args(argv)
+
+    stop = stop_on_signals()
+    pod = os.environ.get("POD_NAME", "?")
+    positions: dict[int, int] = {}  # source partition -> next record to copy
+    lock = threading.Lock()
+
+    def on_rebalance(event: Rebalance) -> None:
+        with lock:
+            for p, checkpoint in event.assigned.items():
+                positions[p] = int(checkpoint) if checkpoint is not None else 0
+            for p in event.revoked + event.lost:
+                positions.pop(p, None)
+        line = {"event": "rebalance", "generation": event.generation, "assigned": event.assigned}
+        print(json.dumps({**line, "revoked": event.revoked, "lost": event.lost}), flush=True)
+
+    config: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "linger.ms": 5}
+    member = GroupProducer.from_env(
+        config,
+        handle_sigterm=False,
+        listener=on_rebalance,
+        epoch_topic=args.epoch_topic,
+        registry_topic=args.registry_topic,
+    )
+    print(json.dumps({"event": "started", "pod": pod}), flush=True)
+    pacer = Pacer(args.rate)
+    try:
+        while not stop.is_set():
+            with lock:
+                work = sorted((p, n) for p, n in positions.items() if n < args.records)
+            if not work:
+                stop.wait(0.05)  # idle until an assignment arrives (a program's idle loop)
+                continue
+            for p, start in work:
+                end = min(start + args.batch, args.records)
+                try:
+                    with member.transaction(p) as tx:
+                        for seq in range(start, end):
+                            value = json.dumps({"p": p, "seq": seq, "member": pod})
+                            tx.produce(args.topic, value.encode(), f"src-{p}".encode())
+                        tx.commit(str(end))
+                except (NotOwnedError, ProducerFencedError) as error:
+                    print(json.dumps({"event": "dropped", "partition": p, "why": str(error)}), flush=True)
+                    with lock:
+                        positions.pop(p, None)
+                    continue
+                except OrdoError as error:  # aborted: the unit is written again
+                    print(json.dumps({"event": "aborted", "partition": p, "why": str(error)}), flush=True)
+                    continue
+                with lock:
+                    if p in positions:
+                        positions[p] = end
+                pacer.wait(stop)
+                if stop.is_set():
+                    break
+    finally:
+        member.close()
+        print(json.dumps({"event": "closed", "pod": pod}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Start the workload's producers and consumers as processes, stop them, and verify."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ordo_sandbox.scenario.progress import find_records, partition_progress
+from ordo_sandbox.scenario.verify import Verdict, read_delivered, read_processed, verify
+
+__all__ = ["Workload"]
+
+
+class Workload:
+    """``producers`` keyed producer processes and ``consumers`` consumer processes on ``topic``."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        directory: Path,
+        *,
+        producers: int = 4,
+        consumers: int = 3,
+        keys: int = 1000,
+        rate: float = 400.0,
+        group: str | None = None,
+        plain: bool = False,
+        group_protocol: str = "classic",
+        epoch_topic: str = "__ordo_epochs",
+        registry_topic: str = "__ordo_producers",
+    ) -> None:
+        self.bootstrap, self.topic, self.directory = bootstrap, topic, directory
+        self.plain = plain
+        self.group = group or f"{topic}-readers"
+        directory.mkdir(parents=True, exist_ok=True)
+        common = ["--bootstrap", bootstrap, "--topic", topic, "--epoch-topic", epoch_topic]
+        self._producer_argv = [
+            [*common, "--id", str(i), "--keys", str(keys // producers), "--rate", str(rate),
+             "--registry-topic", registry_topic, "--out", str(self.delivered_path(i))]
+            + (["--plain"] if plain else [])
+            for i in range(producers)
+        ]  # fmt: skip
+        self._consumer_argv = [
+            [
+                *common,
+                "--group",
+                self.group,
+                "--group-protocol",
+                group_protocol,
+                "--out",
+                str(self.processed_path(i)),
+            ]
+            + (["--plain"] if plain else [])
+            for i in range(consumers)
+        ]
+        self._spawned = 0
+        self.producers: list[subprocess.Popen[str]] = []
+        self.consumers: list[subprocess.Popen[str]] = []
+
+    def delivered_path(self, index: int) -> Path:
+        return self.directory / f"delivered-{index}.txt"
+
+    def processed_path(self, index: int) -> Path:
+        return self.directory / f"consumer-{index}.log"
+
+    def start(self) -> Workload:
+        return self.start_consumers().start_producers()
+
+    def start_producers(self) -> Workload:
+        self.producers = _ready([self._spawn("producer", argv) for argv in self._producer_argv])
+        return self
+
+    def start_consumers(self) -> Workload:
+        self.consumers = _ready([self._spawn("consumer", argv) for argv in self._consumer_argv])
+        return self
+
+    def _spawn(self, program: str, argv: Sequence[str]) -> subprocess.Popen[str]:
+        self._spawned += 1
+        return subprocess.Popen(
+            [sys.executable, "-m", f"ordo_sandbox.scenario.{program}", *argv],
+            stdout=subprocess.PIPE,
+            stderr=(self.directory / f"{program}-{self._spawned}.err").open("a"),
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def processed_count(self) -> int:
+        """Distinct records the consumers processed (a record processed twice, after a
+        rebalance, counts once: counting lines let a drain end with records still unread)."""
+        seen: set[tuple[str, int]] = set()
+        for path in self._processed_paths():
+            if path.exists():
+                seen.update((record.key, record.seq) for record in read_processed(path))
+        return len(seen)
+
+    def stop_producers(self) -> int:
+        """Stop producing; returns how many records were delivered."""
+        _stop(self.producers)
+        return sum(read_delivered(self.delivered_paths()).values())
+
+    def delivered_paths(self) -> list[Path]:
+        return [self.delivered_path(i) for i in range(len(self.producers))]
+
+    def drain(self, delivered: int, timeout: float = 60.0) -> bool:
+        """Wait until the consumers processed at least ``delivered`` records (or the timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.processed_count() >= delivered:
+                return True
+            time.sleep(0.2)  # polling the consumers' logs
+        return False
+
+    def finish_producing(self, timeout: float = 60.0) -> int:
+        """Stop producing and wait until the consumers processed everything delivered; returns
+        how many records that is. AssertionError saying why when they do not within ``timeout``."""
+        delivered = self.stop_producers()
+        if not self.drain(delivered, timeout):
+            raise AssertionError(self.why_not_drained(delivered))
+        return delivered
+
+    def why_not_drained(self, delivered: int) -> str:
+        """What a failed drain needs to be understood: the counts, and each consumer's own last
+        words (its closed gates, and every thread's stack, dumped on SIGUSR1)."""
+        errs = sorted(self.directory.glob("*.err"))
+        sizes = {path: path.stat().st_size for path in errs if path.name.startswith("consumer")}
+        for process in self.consumers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(p.stat().st_size == n for p, n in sizes.items()):
+            time.sleep(0.1)  # until the stacks are written (consumers' files grow), or 3 s
+        lines = [f"consumers processed {self.processed_count()} of {delivered} delivered records"]
+        lines.append("partitions: " + partition_progress(self.bootstrap, self.topic, self.group))
+        through: dict[int, int] = {}
+        for path in self._processed_paths():
+            for record in read_processed(path):
+                through[record.partition] = max(through.get(record.partition, 0), record.offset + 1)
+        lines.append("processed through: " + "; ".join(f"p{p} {o}" for p, o in sorted(through.items())))
+        lines += _missing(read_delivered(self.delivered_paths()), self._processed_paths(), self._where)
+        for path in errs:
+            tail = path.read_text(errors="replace").splitlines()[-60:]
+            lines += [f"--- {path.name}", *tail]
+        return "\n".join(lines)
+
+    def stop(self) -> Verdict:
+        _stop(self.producers)
+        _stop(self.consumers)
+        delivered = read_delivered(self.delivered_paths())
+        return verify(delivered, self._processed_paths())
+
+    def _where(self, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        return find_records(self.bootstrap, self.topic, wanted)
+
+    def _processed_paths(self) -> list[Path]:
+        return [self.processed_path(i) for i in range(len(self.consumers))]
+
+
+def _missing(
+    delivered: dict[str, int],
+    logs: list[Path],
+    where: Callable[[set[tuple[str, int]]], dict[tuple[str, int], str]],
+    most: int = 10,
+) -> list[str]:
+    """A few records never processed, each with where its key was last seen (partition@offset)
+    and where it is in Kafka (``where``: an answer for each record asked about)."""
+    seen: dict[str, set[int]] = {}
+    last: dict[str, str] = {}
+    for path in logs:
+        for record in read_processed(path):
+            seen.setdefault(record.key, set()).add(record.seq)
+            last[record.key] = f"p{record.partition}@{record.offset}"
+    gaps = [
+        (key, seq)
+        for key, count in sorted(delivered.items())
+        for seq in range(count)
+        if seq not in seen.get(key, ())
+    ]
+    shown = gaps[:most]
+    in_kafka = where(set(shown)) if shown else {}
+    lines = [
+        f"missing {key} #{seq} (key last seen at {last.get(key, 'nowhere')}; "
+        f"in Kafka at {in_kafka[(key, seq)]})"
+        for key, seq in shown
+    ]
+    return lines + ([f"... and {len(gaps) - most} more"] if len(gaps) > most else [])
+
+
+def _ready(processes: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
+    """Wait until each program says it is ready (a line on stdout)."""
+    for process in processes:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"workload process {process.args!r} did not start: {line!r}")
+    return processes
+
+
+def _stop(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            # a program that does not stop is a finding: its stacks go to its .err file first
+            process.send_signal(signal.SIGUSR1)
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)

@@ -1,0 +1,97 @@
+"""The harness's ``ordo`` commands (the ``ordo.cli`` entry point): ``ordo testbed up`` (the
+Kafka testbed and a Kubernetes API server, in the foreground), ``ordo bench all|<name>`` (the
+repository's benchmarks, from a checkout) and a local Kafka for ``ordo bench eos --testbed``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ordo.cli import CliError, bench
+
+
+def register(commands: Any) -> None:
+    _register_testbed(commands)
+    bench.local_kafka = _local_kafka
+    every = bench.add_kind("all", help="every benchmark of the repository; writes benchmarks/report.md")
+    every.set_defaults(run=run_checkout, benchmarks=[])
+    for name in checkout_benchmarks():
+        one = bench.add_kind(name, help=f"benchmarks/{name}_bench.py")
+        one.set_defaults(run=run_checkout, benchmarks=[f"{name}_bench"])
+
+
+@contextmanager
+def _local_kafka() -> Iterator[str]:
+    from ordo_testbed.kafka import KafkaTestbed
+
+    with KafkaTestbed() as bed:
+        yield bed.bootstrap
+
+
+def _checkout() -> Path | None:
+    """The repository this harness runs from, when it has the ``benchmarks`` package."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "benchmarks" / "__main__.py").is_file() else None
+
+
+def checkout_benchmarks() -> list[str]:
+    """The benchmark modules of the checkout (``benchmarks/<name>_bench.py``), by name."""
+    root = _checkout()
+    if root is None:
+        return []
+    return sorted(p.stem.removesuffix("_bench") for p in (root / "benchmarks").glob("*_bench.py"))
+
+
+def run_checkout(args: argparse.Namespace) -> int:
+    """``python -m benchmarks [modules]`` in the checkout: one process, its exit code passed on."""
+    root = _checkout()
+    if root is None:
+        raise CliError("the benchmarks live in ordo's repository: run `ordo bench all` from a checkout")
+    return subprocess.call([sys.executable, "-m", "benchmarks", *args.benchmarks], cwd=root)
+
+
+def _register_testbed(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "testbed", help="local Kafka and Kubernetes stand-ins"
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = actions.add_parser("up", help="start both and serve until SIGINT/SIGTERM")
+    up.add_argument("--kafka-port", type=int, default=9092, help="Kafka bootstrap port (0: any free port)")
+    up.add_argument("--kube-port", type=int, default=6443, help="Kubernetes API port (0: any free port)")
+    up.add_argument("--state-dir", type=Path, default=None, help="keep state (and the kubeconfig) here")
+    up.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ordo_testbed.bed import Testbed
+    from ordo_testbed.kafka import KafkaSetupError
+    from ordo_testbed.kube import KubeSetupError
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    bed = Testbed(
+        kafka_port=args.kafka_port,
+        kube_port=args.kube_port,
+        state_dir=args.state_dir,
+    )
+    try:
+        bed.start()
+    except (OSError, RuntimeError, KafkaSetupError, KubeSetupError) as error:
+        raise CliError(f"cannot start the testbed: {error}") from None
+    try:
+        for line in bed.shell_lines():
+            print(line)
+        print(f"# ready in {bed.startup_seconds:.2f}s; Ctrl-C stops it", file=sys.stderr)
+        sys.stdout.flush()
+        stop.wait()
+    finally:
+        bed.stop()
+    return 0

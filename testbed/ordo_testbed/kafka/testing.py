@@ -1,0 +1,59 @@
+"""Condition waits and consume loops for tests against the Kafka testbed (or a real Kafka)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from ordo_testbed.waiting import wait_for
+
+__all__ = ["consume", "end_offsets", "values", "wait_for"]
+
+
+def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | None = None,
+            timeout: float = 20.0) -> list[Message]:  # fmt: skip
+    """Messages until ``count`` arrived or ``until_eof`` partitions reported EOF (needs
+    enable.partition.eof)."""
+    messages: list[Message] = []
+    eofs: set[tuple[str | None, int | None]] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        if count is not None and len(messages) >= count:
+            return messages
+        if until_eof is not None and len(eofs) >= until_eof:
+            return messages
+        if time.monotonic() > deadline:
+            raise AssertionError(f"consumed {len(messages)} (eof {sorted(eofs)}) before timeout")
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        error = message.error()
+        if error is None:
+            messages.append(message)
+            eofs.discard((message.topic(), message.partition()))
+        elif error.code() == KafkaError._PARTITION_EOF:
+            eofs.add((message.topic(), message.partition()))
+        else:
+            raise AssertionError(f"consumer error: {error}")
+
+
+def values(messages: list[Message]) -> list[Any]:
+    return [m.value() for m in messages]
+
+
+def end_offsets(
+    bootstrap: str, topic: str, partitions: int | Iterable[int], isolation: str = "read_uncommitted"
+) -> dict[int, int]:
+    """Each partition's end offset, asked of the broker now (read_committed: its last stable
+    offset). ``partitions``: a count (0..n-1) or the partitions themselves."""
+    wanted = range(partitions) if isinstance(partitions, int) else partitions
+    probe = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ordo-end-offsets", "isolation.level": isolation}
+    )
+    try:
+        return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in wanted}
+    finally:
+        probe.close()

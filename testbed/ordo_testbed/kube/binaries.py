@@ -1,0 +1,69 @@
+"""kube-apiserver, kube-controller-manager and etcd for the testbed, built once per machine from the
+Go module in ``testbed/kube-apiserver`` (its ``build`` script; ``make venv`` runs it) into
+``$ORDO_CACHE_DIR/kube-<version>/bin`` (default ``~/.cache/ordo``)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["KubeSetupError", "binaries", "kube_version"]
+
+CACHE_ENV = "ORDO_CACHE_DIR"
+MODULE = Path(__file__).resolve().parents[2] / "kube-apiserver"
+PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager")
+_PINNED = "1.33.13"  # what go.mod requires; read from it in a checkout
+
+
+class KubeSetupError(RuntimeError):
+    """The binaries are missing and cannot be built here: says what to do."""
+
+
+def kube_version() -> str:
+    go_mod = MODULE / "go.mod"
+    if go_mod.exists():
+        found = re.search(r"^\tk8s\.io/kubernetes v(\S+)$", go_mod.read_text(), re.MULTILINE)
+        if found:
+            return found.group(1)
+    return _PINNED
+
+
+def bin_dir() -> Path:
+    root = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ordo"
+    )
+    return Path(root) / f"kube-{kube_version()}" / "bin"
+
+
+def binaries(build: bool = True) -> dict[str, Path]:
+    """Each program's path; builds them first when missing (about 15 minutes on one core, once)."""
+    folder = bin_dir()
+    if not _complete(folder):
+        if not build or not (MODULE / "build").exists():
+            raise KubeSetupError(
+                f"no kube-apiserver {kube_version()} in {folder}: run `make venv` in ordo's checkout "
+                "(testbed/kube-apiserver/build builds it with Go)"
+            )
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with (folder.parent / ".lock").open("a") as lock:  # one build per machine at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _complete(folder):
+                result = subprocess.run([str(MODULE / "build"), str(folder)], check=False)
+                if result.returncode != 0 or not _complete(folder):
+                    raise KubeSetupError(f"building kube-apiserver {kube_version()} failed (see above)")
+    return {name: folder / name for name in PROGRAMS}
+
+
+def _complete(folder: Path) -> bool:
+    return all(os.access(folder / name, os.X_OK) for name in PROGRAMS)
+
+
+def main() -> None:
+    """Build now when missing: ``make venv`` does, so the first test run does not wait for it."""
+    began = time.monotonic()
+    names = ", ".join(binaries())
+    print(f"kube-apiserver {kube_version()}: {names} in {bin_dir()} ({time.monotonic() - began:.1f} s)")
