@@ -11,7 +11,7 @@ import sys
 
 from confluent_kafka import Consumer
 
-from ordo.ordered_producer import OrderedProducer
+from ordo import OrderedProducer
 
 
 def transform(bootstrap: str, source: str, target: str, group: str, records: int, **options: str) -> int:

@@ -15,8 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ordo.errors import NotOwnedError, ProducerFencedError
-from ordo.group import GroupProducer, Rebalance
+from ordo import GroupProducer, NotOwnedError, ProducerFencedError, Rebalance
 
 
 def rows(partition: int, since: int, until: int) -> Iterator[tuple[int, str, str]]:

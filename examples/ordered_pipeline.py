@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ordo.gated_consumer import GatedConsumer
-from ordo.ordered_producer import OrderedProducer
+from ordo import GatedConsumer, OrderedProducer
 
 
 def produce(bootstrap: str, topic: str, records: int, **options: str) -> None:

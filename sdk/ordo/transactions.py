@@ -15,14 +15,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from .errors import UndeclaredPartitionError
 
-if TYPE_CHECKING:
-    from .ordered_producer import OrderedProducer
-
 __all__ = ["Declaration", "Transaction", "group_id_of"]
+
+
+class _ScopedProducer(Protocol):
+    """What a transaction needs of its producer (``OrderedProducer``): to open and end its scope,
+    and to produce and send offsets within it."""
+
+    @property
+    def produce(self) -> Callable[..., None]: ...
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float = 30.0) -> None: ...
+
+    def _begin_scoped(self, tx: Transaction) -> None: ...
+
+    def _end_scoped(self, tx: Transaction, commit: bool, timeout: float, reason: str = "") -> None: ...
 
 _MAGIC = b"CGMDv2:"  # librdkafka's serialized consumer group metadata: magic, int32 generation, group id
 
@@ -108,7 +120,7 @@ class Transaction:
     TransactionScopeError at once (nothing of it is sent) and aborts the transaction; later
     writes and ``commit`` raise too."""
 
-    def __init__(self, producer: OrderedProducer, declaration: Declaration, timeout: float) -> None:
+    def __init__(self, producer: _ScopedProducer, declaration: Declaration, timeout: float) -> None:
         self.declaration = declaration
         self.aborted: str | None = None
         """Why the transaction was aborted, once it was."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -21,9 +21,23 @@ from .checkpoints import Checkpoint
 
 if TYPE_CHECKING:
     from ..ordered_producer import OrderedProducer
-    from .producer import GroupProducer
 
 __all__ = ["SourceTransaction", "is_fenced"]
+
+
+class _Member(Protocol):
+    """What a unit needs of the member that opened it (``GroupProducer``): who it is, and where to
+    say that the unit ended or found its partition taken away."""
+
+    pod: str
+    namespace: str
+    group: str
+
+    def _check_still_owned(self, partition: int, tx: SourceTransaction) -> None: ...
+
+    def _transaction_ended(self, partition: int, tx: SourceTransaction) -> None: ...
+
+    def _drop(self, partition: int, reason: str) -> None: ...
 
 _COMMIT_ATTEMPT = 5.0  # seconds one commit_transaction call may take before it is resumed
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
@@ -39,7 +53,7 @@ class SourceTransaction:
 
     def __init__(
         self,
-        group: GroupProducer,
+        group: _Member,
         partition: int,
         generation: int,
         producer: OrderedProducer,
