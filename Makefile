@@ -11,7 +11,7 @@ PACKAGES := -e '.[metrics,dev]' -e operator -e spark_apps -e testbed
 help:
 	@echo "make test     - create .venv, install everything, lint, run the whole suite"
 	@echo "make sandbox  - run the main demo on the embedded testbed"
-	@echo "make lint     - ruff + mypy"
+	@echo "make lint     - ruff + mypy + the import layers (lint-imports)"
 	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
 	@echo "make crds     - regenerate crds/ from the pydantic models"
 	@echo "make e2e      - kind + real Kafka end-to-end suite (needs Docker)"
@@ -45,6 +45,7 @@ lint: $(STAMP)
 	$(BIN)/mypy tests/testbed/*.py
 	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e tests/chaos tests/testbed/kube
 	$(BIN)/mypy examples
+	$(BIN)/lint-imports
 
 crds: $(STAMP)
 	$(BIN)/ordo crds --output crds

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 __all__ = [
     "ACK_ANNOTATION",
     "ASSIGNMENT_ANNOTATION",
+    "DEFAULT_CHECKPOINT_TOPIC",
+    "DEFAULT_EPOCH_TOPIC",
+    "DEFAULT_REGISTRY_TOPIC",
     "GROUP_LABEL",
     "GroupSettings",
     "MemberAssignment",
@@ -21,6 +24,13 @@ __all__ = [
     "lease_name",
     "transactional_id",
 ]
+
+DEFAULT_EPOCH_TOPIC = "__ordo_epochs"
+"""The epoch log: each topic's history of partition counts and thresholds (the operator writes it)."""
+DEFAULT_REGISTRY_TOPIC = "__ordo_producers"
+"""The producer registry: each ordo producer's liveness and fence acknowledgements."""
+DEFAULT_CHECKPOINT_TOPIC = "__ordo_checkpoints"
+"""ProducerGroup checkpoints, one record per source partition (``checkpoint_key``)."""
 
 ASSIGNMENT_ANNOTATION = "ordo.dev/assignment"
 ACK_ANNOTATION = "ordo.dev/acked-generation"

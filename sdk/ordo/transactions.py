@@ -13,9 +13,8 @@ client; the protocol round trip KIP-609 saves is not saved. ``Declaration`` is p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from .errors import UndeclaredPartitionError
@@ -30,11 +29,14 @@ class _ScopedProducer(Protocol):
     @property
     def produce(self) -> Callable[..., None]: ...
 
-    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float = 30.0) -> None: ...
+    def send_offsets_to_transaction(
+        self, offsets: Any, group_metadata: Any, timeout: float = 30.0
+    ) -> None: ...
 
     def _begin_scoped(self, tx: Transaction) -> None: ...
 
     def _end_scoped(self, tx: Transaction, commit: bool, timeout: float, reason: str = "") -> None: ...
+
 
 _MAGIC = b"CGMDv2:"  # librdkafka's serialized consumer group metadata: magic, int32 generation, group id
 

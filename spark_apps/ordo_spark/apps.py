@@ -8,6 +8,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ordo.protocol import DEFAULT_EPOCH_TOPIC
+
 from . import register
 
 __all__ = ["job_parser", "kafka_config_from_env", "open_stream", "session", "source_options"]
@@ -43,7 +45,7 @@ def job_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--checkpoint", required=True, help="the streaming query's checkpoint location")
     parser.add_argument("--bootstrap", help="overrides KAFKA_BOOTSTRAP_SERVERS")
-    parser.add_argument("--epoch-topic", default="__ordo_epochs")
+    parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
     parser.add_argument("--max-records-per-trigger", type=int, default=100_000)
     parser.add_argument("--starting-offsets", default="earliest")
     return parser

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ordo.epochs.log import DEFAULT_EPOCH_TOPIC
 from ordo.errors import ConfigError
+from ordo.protocol import DEFAULT_EPOCH_TOPIC
 
 __all__ = ["EARLIEST", "LATEST", "SourceOptions", "StartingOffsets", "parse_options"]
 

@@ -3,6 +3,7 @@ and none of their dependencies; each other distribution of the repository builds
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,6 +17,16 @@ HARNESS_ONLY = ("kio", "aiohttp", "cryptography", "pytest", "kopf", "pyspark", "
 
 
 def _wheel(project: Path, out: Path) -> Path:
+    """The wheel of ``project``, built from a copy (setuptools leaves build/ in what it builds)."""
+    copy = out / "src"
+    if project == ROOT:  # the SDK: what its pyproject.toml and setup.py name
+        copy.mkdir()
+        for name in ("pyproject.toml", "setup.py", "README.md"):
+            shutil.copy(ROOT / name, copy)
+        shutil.copytree(ROOT / "sdk", copy / "sdk", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    else:
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    project = copy
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
          "--wheel-dir", str(out), str(project)],

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from ..assignment import Strategy
+from ..protocol import DEFAULT_CHECKPOINT_TOPIC
 from .common import (
     TOPIC_PATTERN,
     Condition,
@@ -51,7 +52,7 @@ class ProducerGroupSpec(Model):
         description="sticky (fewest moves, default), range or roundRobin.",
     )
     checkpoint_topic: str = Field(
-        default="__ordo_checkpoints",
+        default=DEFAULT_CHECKPOINT_TOPIC,
         pattern=TOPIC_PATTERN,
         description="Compacted topic holding each source partition's restart checkpoint.",
     )

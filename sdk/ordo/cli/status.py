@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
+from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
 
 __all__ = ["Gate", "gates", "register", "render", "run"]
@@ -33,7 +34,7 @@ def register(commands: Any) -> None:
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP"),
                         help="Kafka, for the epoch log (default: $KAFKA_BOOTSTRAP)")  # fmt: skip
     parser.add_argument(
-        "--epoch-topic", default="__ordo_epochs", help="the epoch log (default __ordo_epochs)"
+        "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help=f"the epoch log (default {DEFAULT_EPOCH_TOPIC})"
     )
     parser.add_argument("--topic", action="append", help="only these topics (repeatable)")
     parser.add_argument("--consumer-group", help="show which gates this consumer group has passed")

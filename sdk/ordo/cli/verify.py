@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
 
 
@@ -28,7 +29,7 @@ def register(commands: Any) -> None:
         help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP)",
     )
     parser.add_argument(
-        "--epoch-topic", default="__ordo_epochs", help="the epoch log (default __ordo_epochs)"
+        "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help=f"the epoch log (default {DEFAULT_EPOCH_TOPIC})"
     )
     parser.add_argument("--source", type=Path, help="a sandbox's orders.db: every order must be there once")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to read the topic to its end")

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from .._tail import CompactedTopicReader, ensure_compacted_topics
+from ..protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from .history import EpochHistory
 
 __all__ = [
@@ -24,9 +25,6 @@ __all__ = [
     "ensure_log_topics",
     "read_history",
 ]
-
-DEFAULT_EPOCH_TOPIC = "__ordo_epochs"
-DEFAULT_REGISTRY_TOPIC = "__ordo_producers"
 
 
 class EpochLog(CompactedTopicReader[EpochHistory]):

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._tail import CompactedTopicReader, ensure_compacted_topics
-from ..protocol import checkpoint_key
+from ..protocol import DEFAULT_CHECKPOINT_TOPIC, checkpoint_key
 
 __all__ = [
     "DEFAULT_CHECKPOINT_TOPIC",
@@ -23,8 +23,6 @@ __all__ = [
     "CheckpointLog",
     "ensure_checkpoint_topic",
 ]
-
-DEFAULT_CHECKPOINT_TOPIC = "__ordo_checkpoints"
 
 
 class Checkpoint(BaseModel):

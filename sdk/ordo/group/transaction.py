@@ -39,6 +39,7 @@ class _Member(Protocol):
 
     def _drop(self, partition: int, reason: str) -> None: ...
 
+
 _COMMIT_ATTEMPT = 5.0  # seconds one commit_transaction call may take before it is resumed
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..protocol import DEFAULT_EPOCH_TOPIC
 from .order import KeyOrder
 
 __all__ = [
@@ -222,7 +223,7 @@ def read_topic(
 
 
 def read_epoch_log(
-    kafka_config: Mapping[str, Any], epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
+    kafka_config: Mapping[str, Any], epoch_topic: str = DEFAULT_EPOCH_TOPIC, timeout: float = 30.0
 ) -> dict[str, dict[str, Any]]:
     """Every topic's latest history in the epoch log, as plain JSON ({} when there is no log)."""
     from confluent_kafka import KafkaError, TopicPartition
@@ -253,7 +254,7 @@ def read_epoch_log(
 
 
 def read_epochs(
-    kafka_config: Mapping[str, Any], topic: str, epoch_topic: str = "__ordo_epochs", timeout: float = 30.0
+    kafka_config: Mapping[str, Any], topic: str, epoch_topic: str = DEFAULT_EPOCH_TOPIC, timeout: float = 30.0
 ) -> list[ActiveEpoch]:
     """The topic's active epochs from the epoch log ([] if it has none)."""
     history = read_epoch_log(kafka_config, epoch_topic, timeout).get(topic)

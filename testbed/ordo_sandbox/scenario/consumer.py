@@ -18,6 +18,7 @@ from confluent_kafka import Consumer
 
 from ordo.gated_consumer import GatedConsumer
 from ordo.group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
+from ordo.protocol import DEFAULT_EPOCH_TOPIC
 from ordo_sandbox.scenario._program import stop_on_signals
 from ordo_sandbox.scenario.records import decode
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plain", action="store_true", help="raw Consumer, no gate (control)")
-    parser.add_argument("--epoch-topic", default="__ordo_epochs")
+    parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
     parser.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default=CLASSIC)
     args = parser.parse_args(argv)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ordo.errors import NotOwnedError, OrdoError, ProducerFencedError
 from ordo.group import GroupProducer, Rebalance
+from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 
 
@@ -28,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1000, help="records per source partition")
     parser.add_argument("--batch", type=int, default=10, help="records per transaction")
     parser.add_argument("--rate", type=float, default=20.0, help="transactions per second (0: unpaced)")
-    parser.add_argument("--epoch-topic", default="__ordo_epochs")
-    parser.add_argument("--registry-topic", default="__ordo_producers")
+    parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
+    parser.add_argument("--registry-topic", default=DEFAULT_REGISTRY_TOPIC)
     args = parser.parse_args(argv)
 
     stop = stop_on_signals()

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, Producer
 
 from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
+from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 from ordo_sandbox.scenario.records import Numbered, decode, encode, key_name
 
@@ -31,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=500.0, help="records per second (0: unpaced)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plain", action="store_true", help="raw Producer, librdkafka partitioner (control)")
-    parser.add_argument("--epoch-topic", default="__ordo_epochs")
-    parser.add_argument("--registry-topic", default="__ordo_producers")
+    parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
+    parser.add_argument("--registry-topic", default=DEFAULT_REGISTRY_TOPIC)
     parser.add_argument("--session-timeout", type=float, default=3.0)
     args = parser.parse_args(argv)
 

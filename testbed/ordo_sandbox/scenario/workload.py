@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario.progress import find_records, partition_progress
 from ordo_sandbox.scenario.verify import Verdict, read_delivered, read_processed, verify
 
@@ -32,8 +33,8 @@ class Workload:
         group: str | None = None,
         plain: bool = False,
         group_protocol: str = "classic",
-        epoch_topic: str = "__ordo_epochs",
-        registry_topic: str = "__ordo_producers",
+        epoch_topic: str = DEFAULT_EPOCH_TOPIC,
+        registry_topic: str = DEFAULT_REGISTRY_TOPIC,
     ) -> None:
         self.bootstrap, self.topic, self.directory = bootstrap, topic, directory
         self.plain = plain
