@@ -68,11 +68,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--kubeconfig needs --bootstrap: a Kafka reachable from here and from the cluster")
         if not args.kubeconfig.is_file():
             raise CliError(f"--kubeconfig: no file {args.kubeconfig}")
-    try:
-        from ordo_sandbox.run import Options, Sandbox
-    except ImportError as error:
-        raise CliError(f"the sandbox needs the 'testbed' and 'operator' extras: pip install "
-                       f"'ordo[testbed,operator]' ({error})") from None  # fmt: skip
+    from ordo_sandbox.run import Options, Sandbox
+
     if args.report is not None and not args.report.parent.is_dir():
         raise CliError(f"--report: folder {args.report.parent} does not exist")
 

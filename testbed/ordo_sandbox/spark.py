@@ -31,7 +31,7 @@ def unavailable() -> str:
         return "no Java runtime (Spark needs Java 17+)"
     for module in ("pyspark", "ordo_spark", "pandas", "pyarrow"):
         if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install 'ordo[spark]')"
+            return f"{module} is not installed (from a checkout: pip install -e spark_apps)"
     if job_path() is None:
         return "spark_apps/jobs is not here (run from a checkout of ordo)"
     return ""
