@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -86,6 +87,28 @@ def _collect(into: list[Message], count: int) -> Callable[[Batch], bool]:
         return len(into) >= count
 
     return until
+
+
+@contextmanager
+def _running(consumer: AsyncConsumer, processed: list[tuple[TP, int]]) -> Iterator[None]:
+    """``consumer`` polls on a thread of its own, processing each record at once, into ``processed``
+    (list.append is atomic)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            batch = consumer.poll(0.05)
+            for record in batch.records:
+                processed.append(_where(record))
+                consumer.done(record)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 @pytest.fixture
@@ -266,6 +289,48 @@ def test_kept_partitions_flow_while_a_revocation_is_delayed_and_nothing_is_proce
     everything = Counter(processed["first"] + processed["second"])
     assert len(everything) == PARTITIONS * PER_PARTITION and set(everything.values()) == {1}
     assert first.revocation_waits and first.revocation_waits[0] > 0
+
+
+def test_delay_revoke_holds_the_revoked_partitions_of_a_set_naming_kept_ones_too(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
+) -> None:
+    """``delay_revoke(unfinished())`` names kept partitions too: the revoked ones must still be
+    held (and returned) rather than all refused, or they complete with work unfinished and the
+    next owner processes it again."""
+    group = kafka.topic("g")
+    first = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="key", max_in_flight=100)
+    closing.append(first)
+    processed: list[tuple[TP, int]] = []
+    held: list[Message] = []
+    _poll_until(first, "one record per key", _collect(held, PARTITIONS * 10))
+    with pytest.raises(TypeError, match=r"\(tp\.topic, tp\.partition\)"):
+        first.delay_revoke([TopicPartition(filled, 0)])  # type: ignore[list-item]
+    second = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="key")
+    closing.append(second)
+    with _running(second, processed):
+        revoked = _poll_until(first, "a revocation", lambda b: b.to_be_revoked)[-1].to_be_revoked
+        assert first.unfinished() == {(filled, p) for p in range(PARTITIONS)}
+        assert first.delay_revoke(first.unfinished()) == revoked
+
+        for _ in range(5):  # a few more polls with the work still out: each one delays again
+            assert first.poll(0.05).to_be_revoked == revoked
+            assert first.delay_revoke(first.unfinished()) == revoked
+        assert not second.assignment() & revoked, "revoked partitions moved with their work unfinished"
+        for record in held:
+            processed.append(_where(record))
+            first.done(record)
+
+        def take(batch: Batch) -> bool:  # delays only what is unfinished: nothing now
+            first.delay_revoke(first.unfinished(batch.to_be_revoked))
+            for record in batch.records:
+                processed.append(_where(record))
+                first.done(record)
+            return len(processed) >= PARTITIONS * PER_PARTITION
+
+        _poll_until(first, "every record processed by one of the two", take, timeout=40)
+        assert second.assignment() == revoked
+    everything = Counter(processed)
+    assert len(everything) == PARTITIONS * PER_PARTITION and set(everything.values()) == {1}
 
 
 def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(

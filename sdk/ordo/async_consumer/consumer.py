@@ -190,20 +190,25 @@ class AsyncConsumer:
             with self._cond:
                 self._cond.notify_all()
 
-    def delay_revoke(self, partitions: Iterable[TP]) -> bool:
-        """Postpone the revocation of ``partitions`` to the poll after the next one. False when
-        any of them is lost or no longer owned (stop its work: it will not be committed)."""
+    def delay_revoke(self, partitions: Iterable[TP]) -> set[TP]:
+        """Keep the revocation of ``partitions`` open one more poll: it completes at the start of
+        the poll after the next one, unless delayed again. Returns those delayed: the ones being
+        revoked now. The others are left out, not refused with them: lost ones (stop their work,
+        it will not be committed), revocations already completed, and partitions not being
+        revoked (nothing to delay). Raises TypeError for anything but (topic, partition) tuples."""
+        wanted = _tps(partitions, "delay_revoke")
         with self._cond:
-            return self._revocations.delay(partitions)
+            return self._revocations.delay(wanted)
 
     def unfinished(self, partitions: Iterable[TP] | None = None) -> set[TP]:
         """Partitions (of ``partitions``, default all) with records handed out and not done, and
         partitions being revoked that still have records to hand out (gaps, see ``key`` mode)."""
+        wanted = None if partitions is None else set(_tps(partitions, "unfinished"))
         with self._cond:
             self._settle()
             busy = {tp for tp, _ in self._in_flight.values()}
             busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
-        return busy if partitions is None else busy & set(partitions)
+        return busy if wanted is None else busy & wanted
 
     def assignment(self) -> set[TP]:
         """Partitions owned now, including those being revoked."""
@@ -505,6 +510,19 @@ class AsyncConsumer:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+
+
+def _tps(partitions: Iterable[TP], method: str) -> list[TP]:
+    """``partitions`` as (topic, partition) tuples; anything else would silently match nothing."""
+    tps = list(partitions)
+    for tp in tps:
+        if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int)):
+            raise TypeError(
+                f"{method} takes an iterable of (topic, partition) tuples, as Batch.to_be_revoked "
+                f"holds; got {tp!r} (a confluent_kafka TopicPartition: pass (tp.topic, tp.partition); "
+                "one partition: pass [(topic, partition)])"
+            )
+    return tps
 
 
 def _check(
