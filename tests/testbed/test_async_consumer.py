@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from ordo.async_consumer import TP, AsyncConsumer, Batch
-from ordo.errors import ConfigError
+from ordo.async_consumer import TP, AsyncConsumer, Batch, Listener
+from ordo.errors import ConfigError, ConsumerClosedError
 from ordo.group_protocol import CLASSIC, with_classic_defaults
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.waiting import wait_for
@@ -333,13 +333,95 @@ def test_delay_revoke_holds_the_revoked_partitions_of_a_set_naming_kept_ones_too
     assert len(everything) == PARTITIONS * PER_PARTITION and set(everything.values()) == {1}
 
 
+class _Events:
+    """Rebalance callbacks recording (member, event, partitions, the member's assignment() then),
+    in one list for all members, so the order across members shows."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, frozenset[TP], set[TP]]] = []
+        self.consumers: dict[str, AsyncConsumer] = {}
+
+    def consumer(self, member: str, config: dict[str, object], topic: str) -> AsyncConsumer:
+        def note(event: str) -> Listener:
+            def listener(partitions: frozenset[TP]) -> None:
+                consumer = self.consumers.get(member)  # None while the constructor runs
+                owned = consumer.assignment() if consumer is not None else set()
+                self.seen.append((member, event, partitions, owned))
+
+            return listener
+
+        made = self.consumers[member] = AsyncConsumer(
+            config, [topic], ordering="unordered", on_assign=note("assign"), on_revoke=note("revoke"),
+            on_lost=note("lost"),
+        )  # fmt: skip
+        return made
+
+    def of(self, member: str, event: str) -> list[frozenset[TP]]:
+        return [p for m, e, p, _ in list(self.seen) if m == member and e == event]
+
+    def index(self, member: str, event: str, partitions: frozenset[TP]) -> int:
+        return next(i for i, (m, e, p, _) in enumerate(self.seen) if (m, e, p) == (member, event, partitions))
+
+
+def test_listeners_see_assignments_and_completed_revocations(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
+) -> None:
+    group, events = kafka.topic("g"), _Events()
+    everything = frozenset((filled, p) for p in range(PARTITIONS))
+    first = events.consumer("first", _config(kafka, group, group_protocol), filled)
+    closing.append(first)
+
+    def process(batch: Batch) -> Batch:
+        for record in batch.records:
+            first.done(record)
+        return batch
+
+    _poll_until(first, "the first records", lambda b: process(b).records)
+    assert events.of("first", "assign") == [everything]
+
+    second = events.consumer("second", _config(kafka, group, group_protocol), filled)
+    closing.append(second)
+    processed: list[tuple[TP, int]] = []
+    with _running(second, processed):
+        revoked = _poll_until(first, "a revocation", lambda b: process(b).to_be_revoked)[-1].to_be_revoked
+        assert events.of("first", "revoke") == [], "on_revoke before the revocation completed"
+        process(first.poll(0.05))  # completes it
+        wait_for(lambda: events.of("first", "revoke"), 20, "on_revoke of the first")
+        assert events.of("first", "revoke") == [revoked]
+        owned_then = events.seen[events.index("first", "revoke", revoked)][3]
+        assert owned_then == everything - revoked, "on_revoke called while the partitions were still owned"
+        wait_for(lambda: events.of("second", "assign"), 20, "on_assign of the second")
+        assert events.of("second", "assign") == [revoked]
+        assert events.index("first", "revoke", revoked) < events.index("second", "assign", revoked)
+
+        first.close()  # revokes what it kept, which then moves to the second
+        assert events.of("first", "revoke") == [revoked, everything - revoked]
+        wait_for(lambda: len(events.of("second", "assign")) == 2, 20, "the second to get the rest")
+        assert events.of("second", "assign")[1] == everything - revoked
+    assert not events.of("first", "lost") and not events.of("second", "lost")
+
+
+def test_an_exception_from_a_listener_fails_the_consumer_and_poll_says_why(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    def broken(partitions: frozenset[TP]) -> None:
+        raise RuntimeError("the user's on_assign failed")
+
+    consumer = AsyncConsumer(_config(kafka, kafka.topic("g")), [filled], on_assign=broken)
+    closing.append(consumer)
+    with pytest.raises(ConsumerClosedError, match="the user's on_assign failed"):
+        _poll_until(consumer, "the failure", lambda b: False)
+
+
 def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
     kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
 ) -> None:
     group = kafka.topic("g")
+    told: list[frozenset[TP]] = []
     first = AsyncConsumer(
-        _config(kafka, group, group_protocol), [filled], ordering="partition", revoke_timeout=1.0
-    )
+        _config(kafka, group, group_protocol), [filled], ordering="partition", revoke_timeout=1.0,
+        on_lost=told.append, on_revoke=told.append,
+    )  # fmt: skip
     closing.append(first)
     held: list[Message] = []
     _poll_until(first, "one record of every partition", _collect(held, PARTITIONS))
@@ -357,6 +439,9 @@ def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
     batches = _poll_until(first, "the revoked partitions to be lost", delay_until_lost, timeout=30)
     lost = batches[-1].lost
     assert len(lost) == PARTITIONS // 2
+    # the fetcher calls on_lost after the poll result may have told it (no order between them)
+    wait_for(lambda: told, 10, "on_lost")
+    assert told == [lost], "on_lost (and no on_revoke) for partitions lost at their deadline"
     assert not first.delay_revoke(lost)
     for record in stuck:  # finishing lost work afterwards changes nothing
         first.done(record)
@@ -393,5 +478,7 @@ def test_bad_configuration_says_what_to_fix(kafka: KafkaHandle) -> None:
         AsyncConsumer(kafka.config(group_id="g", enable_auto_commit=True), ["t"])
     with pytest.raises(ConfigError, match="ordering"):
         AsyncConsumer(kafka.config(group_id="g"), ["t"], ordering="fifo")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="on_revoke must be a callable"):
+        AsyncConsumer(kafka.config(group_id="g"), ["t"], on_revoke=[print])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"max\.poll\.interval\.ms"):
         AsyncConsumer(kafka.config(group_id="g", max_poll_interval_ms=10_000), ["t"], revoke_timeout=20)
