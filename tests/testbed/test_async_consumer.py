@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from ordo.async_consumer import TP, AsyncConsumer, Batch, Listener
 from ordo.errors import ConfigError, ConsumerClosedError
 from ordo.group_protocol import CLASSIC, with_classic_defaults
+from ordo.testbed.kafka.faults import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.waiting import wait_for
 
@@ -451,6 +452,68 @@ def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
     committed = _committed(kafka, group, filled)
     for _topic, partition in lost:
         assert committed[partition] < 1, "a lost partition was committed past its unfinished record"
+
+
+def test_a_member_whose_session_expires_sees_its_partitions_lost_and_the_other_processes_its_work(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
+) -> None:
+    """The first member's heartbeats are cut (the fault proxy closes its connection at each one)
+    until the broker expires its session and gives its partitions to the second member, which
+    reaches the broker directly. Then the network heals. The first is told its partitions are
+    lost (on_lost and Batch.lost); the record it still had out in each is not committed, not even
+    once finished afterwards; the second processed it."""
+    group = kafka.topic("g")
+    told: list[frozenset[TP]] = []
+    first = AsyncConsumer(
+        _config(kafka, group, group_protocol), [filled], ordering="partition", commit_interval=0.2,
+        on_lost=told.append,
+    )  # fmt: skip
+    closing.append(first)
+    cut, held = 100, {}
+
+    def process_below_cut(batch: Batch) -> bool:  # one record per partition is out at a time
+        for record in batch.records:
+            tp, offset = _where(record)
+            if offset < cut:
+                first.done(record)
+            else:
+                held[tp] = record
+        return len(held) == PARTITIONS
+
+    _poll_until(first, "every partition processed up to the cut", process_below_cut, timeout=30)
+    wait_for(lambda: _committed(kafka, group, filled) == [cut] * PARTITIONS, 20, "the cut to be committed")
+    # from here the first has nothing to commit: count its commits (a zero delay only observes;
+    # the second member bypasses the proxy)
+    commits = kafka.faults.add(Fault(api="OffsetCommit", topic=filled, delay=0.0))
+
+    # a classic member notices the expiry itself and rejoins with JoinGroup: keep that out too.
+    # librdkafka's KIP-848 member learns it only from the next heartbeat that gets through.
+    cut_off = ["Heartbeat", "JoinGroup"] if group_protocol == CLASSIC else ["ConsumerGroupHeartbeat"]
+    for api in cut_off:
+        kafka.faults.add(Fault(api=api, drop=True))
+    second_config = {**_config(kafka, group, group_protocol), "bootstrap.servers": kafka.direct_bootstrap}
+    second = AsyncConsumer(second_config, [filled], ordering="partition")
+    closing.append(second)
+    processed: list[tuple[TP, int]] = []
+    everything = frozenset((filled, p) for p in range(PARTITIONS))
+    rest = {((filled, p), o) for p in range(PARTITIONS) for o in range(cut, PER_PARTITION)}
+    with _running(second, processed):
+        wait_for(lambda: second.assignment() == everything, 40, "the broker to expire the first's session")
+        wait_for(lambda: rest <= set(processed), 30, "the second to process what the first had left")
+        for fault in kafka.faults.snapshot():
+            if fault.api in cut_off:
+                kafka.faults.remove(fault.id)
+        lost = _poll_until(first, "the first to be told", lambda b: b.lost, timeout=30)[-1].lost
+        assert lost == everything
+        wait_for(lambda: told, 10, "on_lost")
+        assert told == [everything]
+        for record in held.values():  # the first finishes its lost work: ignored
+            first.done(record)
+        first.close()  # its last commits are sent by now
+    second.close()
+    assert sorted(processed) == sorted(rest), "the second did not start at the first's commits"
+    assert commits.hits == 0, "the first committed after it lost its partitions"
+    assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
 
 
 def test_async_for_yields_batches(kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]) -> None:
