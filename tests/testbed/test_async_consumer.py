@@ -378,7 +378,8 @@ def test_listeners_see_assignments_and_completed_revocations(
         return batch
 
     _poll_until(first, "the first records", lambda b: process(b).records)
-    assert events.of("first", "assign") == [everything]
+    wait_for(lambda: first.assignment() == everything, 20, "the first to own every partition")
+    assert frozenset().union(*events.of("first", "assign")) == everything
 
     second = events.consumer("second", _config(kafka, group, group_protocol), filled)
     closing.append(second)
