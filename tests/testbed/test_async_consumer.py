@@ -17,7 +17,6 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from ordo.async_consumer import TP, AsyncConsumer, Batch, Listener
 from ordo.errors import ConfigError, ConsumerClosedError
 from ordo.group_protocol import CLASSIC, with_classic_defaults
-from ordo.testbed.kafka.faults import Fault
 from ordo.testbed.kafka.fixtures import KafkaHandle
 from ordo.testbed.waiting import wait_for
 
@@ -463,6 +462,8 @@ def test_a_member_whose_session_expires_sees_its_partitions_lost_and_the_other_p
     reaches the broker directly. Then the network heals. The first is told its partitions are
     lost (on_lost and Batch.lost); the record it still had out in each is not committed, not even
     once finished afterwards; the second processed it."""
+    from ordo.testbed.kafka.faults import Fault
+
     group = kafka.topic("g")
     told: list[frozenset[TP]] = []
     first = AsyncConsumer(
