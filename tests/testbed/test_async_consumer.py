@@ -9,12 +9,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from ordo.async_consumer import TP, AsyncConsumer, Batch
-from ordo.errors import ConfigError
+from ordo.async_consumer import TP, AsyncConsumer, Batch, Listener
+from ordo.errors import ConfigError, ConsumerClosedError
 from ordo.group_protocol import CLASSIC, with_classic_defaults
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for
@@ -86,6 +87,28 @@ def _collect(into: list[Message], count: int) -> Callable[[Batch], bool]:
         return len(into) >= count
 
     return until
+
+
+@contextmanager
+def _running(consumer: AsyncConsumer, processed: list[tuple[TP, int]]) -> Iterator[None]:
+    """``consumer`` polls on a thread of its own, processing each record at once, into ``processed``
+    (list.append is atomic)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            batch = consumer.poll(0.05)
+            for record in batch.records:
+                processed.append(_where(record))
+                consumer.done(record)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 @pytest.fixture
@@ -268,13 +291,138 @@ def test_kept_partitions_flow_while_a_revocation_is_delayed_and_nothing_is_proce
     assert first.revocation_waits and first.revocation_waits[0] > 0
 
 
+def test_delay_revoke_holds_the_revoked_partitions_of_a_set_naming_kept_ones_too(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
+) -> None:
+    """``delay_revoke(unfinished())`` names kept partitions too: the revoked ones must still be
+    held (and returned) rather than all refused, or they complete with work unfinished and the
+    next owner processes it again."""
+    group = kafka.topic("g")
+    first = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="key", max_in_flight=100)
+    closing.append(first)
+    processed: list[tuple[TP, int]] = []
+    held: list[Message] = []
+    _poll_until(first, "one record per key", _collect(held, PARTITIONS * 10))
+    with pytest.raises(TypeError, match=r"\(tp\.topic, tp\.partition\)"):
+        first.delay_revoke([TopicPartition(filled, 0)])  # type: ignore[list-item]
+    second = AsyncConsumer(_config(kafka, group, group_protocol), [filled], ordering="key")
+    closing.append(second)
+    with _running(second, processed):
+        revoked = _poll_until(first, "a revocation", lambda b: b.to_be_revoked)[-1].to_be_revoked
+        assert first.unfinished() == {(filled, p) for p in range(PARTITIONS)}
+        assert first.delay_revoke(first.unfinished()) == revoked
+
+        for _ in range(5):  # a few more polls with the work still out: each one delays again
+            assert first.poll(0.05).to_be_revoked == revoked
+            assert first.delay_revoke(first.unfinished()) == revoked
+        assert not second.assignment() & revoked, "revoked partitions moved with their work unfinished"
+        for record in held:
+            processed.append(_where(record))
+            first.done(record)
+
+        def take(batch: Batch) -> bool:  # delays only what is unfinished: nothing now
+            first.delay_revoke(first.unfinished(batch.to_be_revoked))
+            for record in batch.records:
+                processed.append(_where(record))
+                first.done(record)
+            return len(processed) >= PARTITIONS * PER_PARTITION
+
+        _poll_until(first, "every record processed by one of the two", take, timeout=40)
+        assert second.assignment() == revoked
+    everything = Counter(processed)
+    assert len(everything) == PARTITIONS * PER_PARTITION and set(everything.values()) == {1}
+
+
+class _Events:
+    """Rebalance callbacks recording (member, event, partitions, the member's assignment() then),
+    in one list for all members, so the order across members shows."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, frozenset[TP], set[TP]]] = []
+        self.consumers: dict[str, AsyncConsumer] = {}
+
+    def consumer(self, member: str, config: dict[str, object], topic: str) -> AsyncConsumer:
+        def note(event: str) -> Listener:
+            def listener(partitions: frozenset[TP]) -> None:
+                consumer = self.consumers.get(member)  # None while the constructor runs
+                owned = consumer.assignment() if consumer is not None else set()
+                self.seen.append((member, event, partitions, owned))
+
+            return listener
+
+        made = self.consumers[member] = AsyncConsumer(
+            config, [topic], ordering="unordered", on_assign=note("assign"), on_revoke=note("revoke"),
+            on_lost=note("lost"),
+        )  # fmt: skip
+        return made
+
+    def of(self, member: str, event: str) -> list[frozenset[TP]]:
+        return [p for m, e, p, _ in list(self.seen) if m == member and e == event]
+
+    def index(self, member: str, event: str, partitions: frozenset[TP]) -> int:
+        return next(i for i, (m, e, p, _) in enumerate(self.seen) if (m, e, p) == (member, event, partitions))
+
+
+def test_listeners_see_assignments_and_completed_revocations(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
+) -> None:
+    group, events = kafka.topic("g"), _Events()
+    everything = frozenset((filled, p) for p in range(PARTITIONS))
+    first = events.consumer("first", _config(kafka, group, group_protocol), filled)
+    closing.append(first)
+
+    def process(batch: Batch) -> Batch:
+        for record in batch.records:
+            first.done(record)
+        return batch
+
+    _poll_until(first, "the first records", lambda b: process(b).records)
+    wait_for(lambda: first.assignment() == everything, 20, "the first to own every partition")
+    assert frozenset().union(*events.of("first", "assign")) == everything
+
+    second = events.consumer("second", _config(kafka, group, group_protocol), filled)
+    closing.append(second)
+    processed: list[tuple[TP, int]] = []
+    with _running(second, processed):
+        revoked = _poll_until(first, "a revocation", lambda b: process(b).to_be_revoked)[-1].to_be_revoked
+        assert events.of("first", "revoke") == [], "on_revoke before the revocation completed"
+        process(first.poll(0.05))  # completes it
+        wait_for(lambda: events.of("first", "revoke"), 20, "on_revoke of the first")
+        assert events.of("first", "revoke") == [revoked]
+        owned_then = events.seen[events.index("first", "revoke", revoked)][3]
+        assert owned_then == everything - revoked, "on_revoke called while the partitions were still owned"
+        wait_for(lambda: events.of("second", "assign"), 20, "on_assign of the second")
+        assert events.of("second", "assign") == [revoked]
+        assert events.index("first", "revoke", revoked) < events.index("second", "assign", revoked)
+
+        first.close()  # revokes what it kept, which then moves to the second
+        assert events.of("first", "revoke") == [revoked, everything - revoked]
+        wait_for(lambda: len(events.of("second", "assign")) == 2, 20, "the second to get the rest")
+        assert events.of("second", "assign")[1] == everything - revoked
+    assert not events.of("first", "lost") and not events.of("second", "lost")
+
+
+def test_an_exception_from_a_listener_fails_the_consumer_and_poll_says_why(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    def broken(partitions: frozenset[TP]) -> None:
+        raise RuntimeError("the user's on_assign failed")
+
+    consumer = AsyncConsumer(_config(kafka, kafka.topic("g")), [filled], on_assign=broken)
+    closing.append(consumer)
+    with pytest.raises(ConsumerClosedError, match="the user's on_assign failed"):
+        _poll_until(consumer, "the failure", lambda b: False)
+
+
 def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
     kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
 ) -> None:
     group = kafka.topic("g")
+    told: list[frozenset[TP]] = []
     first = AsyncConsumer(
-        _config(kafka, group, group_protocol), [filled], ordering="partition", revoke_timeout=1.0
-    )
+        _config(kafka, group, group_protocol), [filled], ordering="partition", revoke_timeout=1.0,
+        on_lost=told.append, on_revoke=told.append,
+    )  # fmt: skip
     closing.append(first)
     held: list[Message] = []
     _poll_until(first, "one record of every partition", _collect(held, PARTITIONS))
@@ -292,6 +440,9 @@ def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
     batches = _poll_until(first, "the revoked partitions to be lost", delay_until_lost, timeout=30)
     lost = batches[-1].lost
     assert len(lost) == PARTITIONS // 2
+    # the fetcher calls on_lost after the poll result may have told it (no order between them)
+    wait_for(lambda: told, 10, "on_lost")
+    assert told == [lost], "on_lost (and no on_revoke) for partitions lost at their deadline"
     assert not first.delay_revoke(lost)
     for record in stuck:  # finishing lost work afterwards changes nothing
         first.done(record)
@@ -301,6 +452,70 @@ def test_a_partition_not_released_by_its_deadline_is_lost_and_never_committed(
     committed = _committed(kafka, group, filled)
     for _topic, partition in lost:
         assert committed[partition] < 1, "a lost partition was committed past its unfinished record"
+
+
+def test_a_member_whose_session_expires_sees_its_partitions_lost_and_the_other_processes_its_work(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
+) -> None:
+    """The first member's heartbeats are cut (the fault proxy closes its connection at each one)
+    until the broker expires its session and gives its partitions to the second member, which
+    reaches the broker directly. Then the network heals. The first is told its partitions are
+    lost (on_lost and Batch.lost); the record it still had out in each is not committed, not even
+    once finished afterwards; the second processed it."""
+    from ordo.testbed.kafka.faults import Fault
+
+    group = kafka.topic("g")
+    told: list[frozenset[TP]] = []
+    first = AsyncConsumer(
+        _config(kafka, group, group_protocol), [filled], ordering="partition", commit_interval=0.2,
+        on_lost=told.append,
+    )  # fmt: skip
+    closing.append(first)
+    cut, held = 100, {}
+
+    def process_below_cut(batch: Batch) -> bool:  # one record per partition is out at a time
+        for record in batch.records:
+            tp, offset = _where(record)
+            if offset < cut:
+                first.done(record)
+            else:
+                held[tp] = record
+        return len(held) == PARTITIONS
+
+    _poll_until(first, "every partition processed up to the cut", process_below_cut, timeout=30)
+    wait_for(lambda: _committed(kafka, group, filled) == [cut] * PARTITIONS, 20, "the cut to be committed")
+    # from here the first has nothing to commit: count its commits (a zero delay only observes;
+    # the second member bypasses the proxy)
+    commits = kafka.faults.add(Fault(api="OffsetCommit", topic=filled, delay=0.0))
+
+    # a classic member notices the expiry itself and rejoins with JoinGroup: keep that out too.
+    # librdkafka's KIP-848 member learns it only from the next heartbeat that gets through.
+    cut_off = ["Heartbeat", "JoinGroup"] if group_protocol == CLASSIC else ["ConsumerGroupHeartbeat"]
+    for api in cut_off:
+        kafka.faults.add(Fault(api=api, drop=True))
+    second_config = {**_config(kafka, group, group_protocol), "bootstrap.servers": kafka.direct_bootstrap}
+    second = AsyncConsumer(second_config, [filled], ordering="partition")
+    closing.append(second)
+    processed: list[tuple[TP, int]] = []
+    everything = frozenset((filled, p) for p in range(PARTITIONS))
+    rest = {((filled, p), o) for p in range(PARTITIONS) for o in range(cut, PER_PARTITION)}
+    with _running(second, processed):
+        wait_for(lambda: second.assignment() == everything, 40, "the broker to expire the first's session")
+        wait_for(lambda: rest <= set(processed), 30, "the second to process what the first had left")
+        for fault in kafka.faults.snapshot():
+            if fault.api in cut_off:
+                kafka.faults.remove(fault.id)
+        lost = _poll_until(first, "the first to be told", lambda b: b.lost, timeout=30)[-1].lost
+        assert lost == everything
+        wait_for(lambda: told, 10, "on_lost")
+        assert told == [everything]
+        for record in held.values():  # the first finishes its lost work: ignored
+            first.done(record)
+        first.close()  # its last commits are sent by now
+    second.close()
+    assert sorted(processed) == sorted(rest), "the second did not start at the first's commits"
+    assert commits.hits == 0, "the first committed after it lost its partitions"
+    assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
 
 
 def test_async_for_yields_batches(kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]) -> None:
@@ -328,5 +543,7 @@ def test_bad_configuration_says_what_to_fix(kafka: KafkaHandle) -> None:
         AsyncConsumer(kafka.config(group_id="g", enable_auto_commit=True), ["t"])
     with pytest.raises(ConfigError, match="ordering"):
         AsyncConsumer(kafka.config(group_id="g"), ["t"], ordering="fifo")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="on_revoke must be a callable"):
+        AsyncConsumer(kafka.config(group_id="g"), ["t"], on_revoke=[print])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"max\.poll\.interval\.ms"):
         AsyncConsumer(kafka.config(group_id="g", max_poll_interval_ms=10_000), ["t"], revoke_timeout=20)

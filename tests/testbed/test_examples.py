@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +52,48 @@ def test_async_processing(kafka: KafkaHandle) -> None:
         producer.produce(topic, b"x", f"k{i % 20}".encode())
     assert producer.flush(10) == 0
     assert example("async_processing").process_all(kafka.bootstrap, topic, kafka.topic("g"), 500) == 500
+
+
+def test_async_processing_through_a_rebalance(kafka: KafkaHandle) -> None:
+    """A second member joins mid-run: each revocation must complete once its work is done (the
+    example delays only unfinished partitions), not run to revoke_timeout (60 s) and end lost;
+    and every record is processed once."""
+    partitions, per_partition = 4, 500
+    topic = kafka.create_topic(partitions)
+    from confluent_kafka import Message, Producer
+
+    producer = Producer(kafka.config(linger_ms=5))
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, b"x", f"k{i % 10}".encode(), partition=p)
+    assert producer.flush(10) == 0
+    module, group = example("async_processing"), kafka.topic("g")
+    seen: Counter[tuple[int, int]] = Counter()
+    lock = threading.Lock()
+
+    def work(record: Message) -> None:
+        time.sleep(0.005)  # the processing: records are still out when the revocation comes
+        with lock:
+            seen[(record.partition() or 0, record.offset() or 0)] += 1
+
+    stop = threading.Event()
+    first, second = module.connect(kafka.bootstrap, topic, group), None
+    threads = [threading.Thread(target=module.run, args=(first, work, stop))]
+    threads[0].start()
+    try:
+        wait_for(lambda: len(seen) >= 300, 30, "the first member to be under way")
+        second = module.connect(kafka.bootstrap, topic, group)
+        threads.append(threading.Thread(target=module.run, args=(second, work, stop)))
+        threads[1].start()
+        # promptly: well inside revoke_timeout (60 s), which the old example always ran to
+        wait_for(lambda: second.assignment(), 30, "the second member to own partitions")
+        wait_for(lambda: len(seen) == partitions * per_partition, 30, "every record processed")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(40)
+    assert set(seen.values()) == {1}, f"processed twice: {[k for k, n in seen.items() if n > 1][:5]}"
+    assert first.revocation_waits and max(first.revocation_waits) < 30
 
 
 def test_exactly_once_transform(kafka: KafkaHandle, log_topics: tuple[str, str]) -> None:

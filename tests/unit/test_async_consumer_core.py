@@ -219,7 +219,7 @@ def test_delay_postpones_by_one_poll_each_time() -> None:
     r: Revocations[str] = Revocations()
     r.request(["p0", "p1"], deadline=10)
     r.report()
-    assert r.delay(["p0"])
+    assert r.delay(["p0"]) == {"p0"}
     assert r.start_poll() == {"p1"}
     assert r.report()[0] == frozenset({"p0"})
     assert r.start_poll() == {"p0"}
@@ -229,10 +229,10 @@ def test_deadline_loses_the_partition_and_delay_is_refused() -> None:
     r: Revocations[str] = Revocations()
     r.request(["p0"], deadline=10)
     r.report()
-    assert r.delay(["p0"])
+    assert r.delay(["p0"]) == {"p0"}
     assert r.expire(9.9) == set()
     assert r.expire(10.0) == {"p0"}
-    assert not r.delay(["p0"])
+    assert r.delay(["p0"]) == set()
     assert r.report() == (frozenset(), frozenset({"p0"}))
     assert r.report() == (frozenset(), frozenset())  # lost is reported once
     assert r.take_resolved(["p0"]) == (set(), {"p0"})
@@ -243,7 +243,21 @@ def test_delay_of_a_completed_or_unknown_partition_is_refused() -> None:
     r.request(["p0"], deadline=10)
     r.report()
     r.start_poll()
-    assert not r.delay(["p0"]) and not r.delay(["other"])
+    assert r.delay(["p0"]) == set() and r.delay(["other"]) == set()
+
+
+def test_delay_holds_the_pending_partitions_of_a_mixed_set() -> None:
+    """One partition lost (an earlier revocation's deadline) or not being revoked must not make
+    the others complete with their work unfinished: those still pending are delayed, and named."""
+    r: Revocations[str] = Revocations()
+    r.request(["early"], deadline=10)
+    r.request(["late"], deadline=20)
+    r.report()
+    assert r.expire(10) == {"early"}
+    assert r.delay(["early", "late", "kept"]) == {"late"}
+    assert r.start_poll() == set()  # "late" stays open one more poll
+    assert r.report() == (frozenset({"late"}), frozenset({"early"}))
+    assert r.start_poll() == {"late"}
 
 
 def test_closing_completes_without_the_user() -> None:

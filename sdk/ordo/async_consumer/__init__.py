@@ -4,7 +4,7 @@ The pure parts (``offsets``, ``scheduler``, ``commits``, ``revocations``) are te
 ``consumer`` is the thin shell over confluent-kafka. See docs/async_consumer.md.
 """
 
-from .consumer import TP, AsyncConsumer, Batch
+from .consumer import TP, AsyncConsumer, Batch, Listener
 from .scheduler import ORDERINGS, Ordering
 
-__all__ = ["ORDERINGS", "TP", "AsyncConsumer", "Batch", "Ordering"]
+__all__ = ["ORDERINGS", "TP", "AsyncConsumer", "Batch", "Listener", "Ordering"]

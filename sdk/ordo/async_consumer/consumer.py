@@ -29,11 +29,13 @@ from .offsets import OffsetTracker
 from .revocations import Revocations
 from .scheduler import ORDERINGS, Ordering, Scheduler
 
-__all__ = ["TP", "AsyncConsumer", "Batch"]
+__all__ = ["TP", "AsyncConsumer", "Batch", "Listener"]
 
 _log = logging.getLogger(__name__)
 TP = tuple[str, int]
 """(topic, partition)."""
+Listener = Callable[[frozenset[TP]], None]
+"""A rebalance callback: ``on_assign``, ``on_revoke`` or ``on_lost``, given the partitions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,15 @@ class AsyncConsumer:
     handed out and not done; at most about ``max_buffered`` more are fetched ahead (partitions
     are paused beyond that, nothing is dropped). The buffer is what keeps ``poll()`` delivering
     while a revocation waits: size it as docs/async_consumer.md explains.
+
+    ``on_assign``, ``on_revoke``, ``on_lost`` observe the rebalances, each called with a frozenset
+    of (topic, partition), never empty, on the SDK's fetcher thread: ``on_assign`` before any
+    record of them is handed out; ``on_revoke`` once a revocation completed and the partitions'
+    positions are committed, before another member can get them; ``on_lost`` when partitions are
+    lost (``revoke_timeout`` passed, session expired, member fenced): their work will not be
+    committed. The fetcher waits for them: keep them short; they may call this consumer's methods
+    except ``poll`` and ``close``. An exception from one fails the consumer: the next ``poll()``
+    raises ``ConsumerClosedError`` from it.
     """
 
     def __init__(
@@ -86,9 +97,18 @@ class AsyncConsumer:
         commit_every: int = 10_000,
         revoke_timeout: float = 60.0,
         fetch_batch: int = 1_000,
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        on_lost: Listener | None = None,
     ) -> None:
         self.topics = list(topics)
         _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
+        for name, listener in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
+            if listener is not None and not callable(listener):
+                raise ConfigError(
+                    f"{name} must be a callable taking a frozenset of (topic, partition), got {listener!r}"
+                )
+        self._listen_assign, self._listen_revoke, self._listen_lost = on_assign, on_revoke, on_lost
         self.ordering: Ordering = ordering
         self._ordered = ordering != "unordered"
         self.max_in_flight = max_in_flight
@@ -190,20 +210,25 @@ class AsyncConsumer:
             with self._cond:
                 self._cond.notify_all()
 
-    def delay_revoke(self, partitions: Iterable[TP]) -> bool:
-        """Postpone the revocation of ``partitions`` to the poll after the next one. False when
-        any of them is lost or no longer owned (stop its work: it will not be committed)."""
+    def delay_revoke(self, partitions: Iterable[TP]) -> set[TP]:
+        """Keep the revocation of ``partitions`` open one more poll: it completes at the start of
+        the poll after the next one, unless delayed again. Returns those delayed: the ones being
+        revoked now. The others are left out, not refused with them: lost ones (stop their work,
+        it will not be committed), revocations already completed, and partitions not being
+        revoked (nothing to delay). Raises TypeError for anything but (topic, partition) tuples."""
+        wanted = _tps(partitions, "delay_revoke")
         with self._cond:
-            return self._revocations.delay(partitions)
+            return self._revocations.delay(wanted)
 
     def unfinished(self, partitions: Iterable[TP] | None = None) -> set[TP]:
         """Partitions (of ``partitions``, default all) with records handed out and not done, and
         partitions being revoked that still have records to hand out (gaps, see ``key`` mode)."""
+        wanted = None if partitions is None else set(_tps(partitions, "unfinished"))
         with self._cond:
             self._settle()
             busy = {tp for tp, _ in self._in_flight.values()}
             busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
-        return busy if partitions is None else busy & set(partitions)
+        return busy if wanted is None else busy & wanted
 
     def assignment(self) -> set[TP]:
         """Partitions owned now, including those being revoked."""
@@ -432,6 +457,7 @@ class AsyncConsumer:
                 state = self._owned[(tp.topic, tp.partition)] = _Owned()
                 state.paused = True  # unknown: librdkafka may keep a pause across an eager rebalance
                 self._committed.pop((tp.topic, tp.partition), None)
+        _tell(self._listen_assign, [(tp.topic, tp.partition) for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Wait until the user completed these revocations (or they are lost), then commit the
@@ -452,7 +478,7 @@ class AsyncConsumer:
                     _log.warning("partition %s not released within %gs: lost", tp, self.revoke_timeout)
                     self._forget(tp)
                 if self._revocations.resolved(revoking):
-                    completed, _lost = self._revocations.take_resolved(revoking)
+                    completed, lost = self._revocations.take_resolved(revoking)
                     positions = {tp: self._snapshots.pop(tp, None) for tp in completed}
                     break
                 self._cond.wait(0.05)
@@ -462,6 +488,8 @@ class AsyncConsumer:
             for tp in tps:
                 self._committed.pop(tp, None)
         self.revocation_waits.append(time.monotonic() - started)
+        _tell(self._listen_revoke, completed)
+        _tell(self._listen_lost, lost)
 
     def _stop_fetching(self, tp: TP) -> None:
         """A revocation starts: drop the partition's buffered records above the highest one handed
@@ -485,12 +513,14 @@ class AsyncConsumer:
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._cond:
             tps = [(tp.topic, tp.partition) for tp in partitions]
+            owned = [tp for tp in tps if tp in self._owned]
             for tp in tps:
                 self._forget(tp)
                 self._committed.pop(tp, None)
             self._revocations.lose(tps)
             self._revocations.take_resolved(tps)
             self._cond.notify_all()
+        _tell(self._listen_lost, owned)
 
     def _shutdown(self, consumer: Consumer) -> None:
         with self._cond:
@@ -505,6 +535,27 @@ class AsyncConsumer:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+
+
+def _tell(listener: Listener | None, partitions: Iterable[TP]) -> None:
+    """Call a user's rebalance callback, without the lock (it may call this consumer's methods)."""
+    if listener is not None:
+        tps = frozenset(partitions)
+        if tps:
+            listener(tps)
+
+
+def _tps(partitions: Iterable[TP], method: str) -> list[TP]:
+    """``partitions`` as (topic, partition) tuples; anything else would silently match nothing."""
+    tps = list(partitions)
+    for tp in tps:
+        if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int)):
+            raise TypeError(
+                f"{method} takes an iterable of (topic, partition) tuples, as Batch.to_be_revoked "
+                f"holds; got {tp!r} (a confluent_kafka TopicPartition: pass (tp.topic, tp.partition); "
+                "one partition: pass [(topic, partition)])"
+            )
+    return tps
 
 
 def _check(

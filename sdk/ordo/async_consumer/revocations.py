@@ -3,7 +3,7 @@
 A revocation is *requested* (the group took partitions away), then *reported* to the user in a
 poll result (``to_be_revoked``), then *completed* at the start of the poll after that, unless the
 user called ``delay`` since the report, which postpones it by one more poll. A partition still
-pending at its deadline is *lost*: it is never committed again and ``delay`` returns False for it.
+pending at its deadline is *lost*: it is never committed again and ``delay`` leaves it out.
 """
 
 from __future__ import annotations
@@ -63,16 +63,17 @@ class Revocations(Generic[P]):
         """Something the user has not been told yet (a poll should return early for it)."""
         return bool(self.unreported_lost) or any(not s.reported for s in self.pending.values())
 
-    def delay(self, partitions: Iterable[P]) -> bool:
-        """Postpone completion by one poll. False (and nothing delayed) when any of them is no
-        longer pending: lost, or its revocation already completed."""
-        states = [self.pending.get(p) for p in partitions]
-        if any(s is None for s in states):
-            return False
-        for s in states:
-            assert s is not None
-            s.delayed = True
-        return True
+    def delay(self, partitions: Iterable[P]) -> set[P]:
+        """Postpone completion by one poll of those of ``partitions`` still pending; returns them.
+        The others are left alone: lost, completed, or never revoked, there is nothing to delay,
+        and refusing all for them would let the pending ones complete with work unfinished."""
+        delayed: set[P] = set()
+        for p in partitions:
+            state = self.pending.get(p)
+            if state is not None:
+                state.delayed = True
+                delayed.add(p)
+        return delayed
 
     def expire(self, now: float) -> set[P]:
         """Pending partitions past their deadline become lost; returns them."""
