@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Message
 
-from ordo.async_consumer import AsyncConsumer
+from ordo import AsyncConsumer
 
 
 def connect(bootstrap: str, topic: str, group: str) -> AsyncConsumer:

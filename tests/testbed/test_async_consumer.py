@@ -462,7 +462,7 @@ def test_a_member_whose_session_expires_sees_its_partitions_lost_and_the_other_p
     reaches the broker directly. Then the network heals. The first is told its partitions are
     lost (on_lost and Batch.lost); the record it still had out in each is not committed, not even
     once finished afterwards; the second processed it."""
-    from ordo.testbed.kafka.faults import Fault
+    from ordo_testbed.kafka.faults import Fault
 
     group = kafka.topic("g")
     told: list[frozenset[TP]] = []
