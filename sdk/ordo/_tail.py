@@ -16,17 +16,18 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ._clients import consumer_side, drain, logged
+
 __all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
 
 V = TypeVar("V")
 _log = logging.getLogger(__name__)
 
-_CLIENT_ONLY = ("transactional.", "enable.idempotence", "acks", "linger.ms", "partitioner")
-
 
 def reader_config(kafka_config: Mapping[str, Any], purpose: str) -> dict[str, Any]:
-    """A consumer config from any client config: producer-only options dropped, no group commits."""
-    config = {k: v for k, v in kafka_config.items() if not k.startswith(_CLIENT_ONLY)}
+    """A consumer config from any client config: producer-only properties dropped, librdkafka's
+    lines to Python logging, no group commits."""
+    config = logged(consumer_side(kafka_config))
     config.update(
         {
             "group.id": f"ordo-{purpose}",
@@ -129,6 +130,8 @@ class CompactedTopicReader(Generic[V]):
                     if left <= 0.2:
                         return False
                     self._stop.wait(0.2)
+                finally:
+                    drain(self._probe)  # its log lines: the probe is never polled otherwise
         with self._changed:
             self._end = high
         return self.wait_for(lambda: self._position >= high, max(0.0, deadline - time.monotonic()))
@@ -153,8 +156,10 @@ class CompactedTopicReader(Generic[V]):
         self._stop.set()
         self._thread.join(timeout=10)
         self._consumer.close()
-        if self._probe is not None:
-            self._probe.close()
+        with self._probe_lock:
+            if self._probe is not None:
+                drain(self._probe)
+                self._probe.close()
 
     def _run(self) -> None:
         partition = [TopicPartition(self.topic, 0)]

@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from . import metrics
+from ._clients import consumer_side, drain, logged
 from .epochs import EpochHistory, Gate, GateKeeper, stamped_epoch
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
 from .errors import ConfigError
@@ -77,10 +78,10 @@ class GatedConsumer:
             raise ConfigError("GatedConsumer needs at least one topic")
         group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
         self._min_backoff, self._max_backoff = min_backoff, max_backoff
-        self._consumer = Consumer({**config, "enable.auto.offset.store": False})
+        self._consumer = Consumer(logged({**config, "enable.auto.offset.store": False}))
         # Progress queries go over a connection of their own: on the consumer's, they would
         # queue behind its fetch long-poll (fetch.wait.max.ms) and the gate would open late.
-        self._progress_config = {k: v for k, v in config.items() if not callable(v)}
+        self._progress_config = logged(consumer_side({k: v for k, v in config.items() if not callable(v)}))
         self._progress_reader: Consumer | None = None
         self._reader_stale: set[str] = set()  # topics to ask the reader's metadata of again
         client = {k: v for k, v in config.items() if k not in ("group.id", "group.instance.id")}
@@ -290,6 +291,7 @@ class GatedConsumer:
         self._store_processed()
         self._consumer.close()
         if self._progress_reader is not None:
+            drain(self._progress_reader)
             self._progress_reader.close()
         self._unsubscribe()
         if self._owns_log:
@@ -379,6 +381,8 @@ class GatedConsumer:
             _log.warning("gate of %s: progress of %s unknown for now: %s", tp, gate.waiting_for, error)
             self._reader_stale.add(topic)
             return gate
+        finally:
+            drain(reader)  # its log lines: the reader has no assignment and is never polled otherwise
         return keeper.gate(tp[1], offset, progress)
 
     def _check_held(self) -> None:

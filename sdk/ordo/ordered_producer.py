@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import metrics
+from ._clients import logged
 from .epochs import EpochHistory, EpochState, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
@@ -124,7 +125,7 @@ class OrderedProducer:
         self._partitioner = make_partitioner(partitioner)
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
-        self._producer = Producer(dict(config))
+        self._producer = Producer(logged(config))
         # topic -> partition count, for the topics produce()'s C path may serve now (see _route)
         self._routes: dict[str, int] = {}
         client_config = {
@@ -133,7 +134,8 @@ class OrderedProducer:
         self._owns_log = epoch_log is None
         self._log = epoch_log or EpochLog(client_config, epoch_topic)
         self._registry_topic = registry_topic
-        self._reporter = Producer({**client_config, "linger.ms": 0, "acks": "all"})
+        # flushed at every report, which serves its log lines
+        self._reporter = Producer(logged({**client_config, "linger.ms": 0, "acks": "all"}))
         self._topics: dict[str, _TopicState] = {}
         self._lock = threading.Condition()
         # Held while a record is checked and handed to librdkafka, and while a fence blocks a

@@ -53,8 +53,11 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ordo_sandbox.stages import MIN_DURATION
+    from ordo_sandbox.stages import MIN_DURATION, topic_name_problem
 
+    problem = topic_name_problem(args.topic)
+    if problem is not None:
+        raise CliError(f"--topic {args.topic!r} is not a Kafka topic name: {problem}")
     if args.duration < MIN_DURATION:
         raise CliError(f"--duration must be at least {MIN_DURATION:g} seconds, got {args.duration:g}")
     if args.members < 1:

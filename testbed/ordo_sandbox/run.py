@@ -12,6 +12,7 @@ source on this machine; killing one deletes its Pod, as a lost node would.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from ordo._clients import drain, logged
 from ordo.verify import check_topic, read_epochs, read_topic, source_counts
 from ordo_sandbox import source
 from ordo_sandbox.monitor import Monitor, Sources, kafka_end_offsets
@@ -35,7 +37,15 @@ from ordo_sandbox.report import SandboxReport, StageOutcome
 from ordo_sandbox.scenario.progress import partition_progress
 from ordo_sandbox.scenario.verify import verify
 from ordo_sandbox.spark import SparkPipeline, unavailable
-from ordo_sandbox.stages import Stage, Step, member_name, partitions_moved, schedule
+from ordo_sandbox.stages import (
+    Stage,
+    Step,
+    member_name,
+    partitions_moved,
+    resource_prefix,
+    schedule,
+    topic_name_problem,
+)
 from ordo_sandbox.view import render
 from ordo_testbed.pods import PLACEHOLDER_IMAGE
 from ordo_testbed.waiting import wait_for
@@ -82,8 +92,12 @@ class Sandbox:
         self.workdir = options.workdir or Path(tempfile.mkdtemp(prefix="ordo-sandbox-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.db = self.workdir / "orders.db"
-        self.group = f"{options.topic}-cdc"
-        self.expansion = f"{options.topic}-to-{EXPANDED_PARTITIONS}"
+        problem = topic_name_problem(options.topic)
+        if problem is not None:
+            raise ValueError(f"--topic {options.topic!r} is not a Kafka topic name: {problem}")
+        prefix = resource_prefix(options.topic)  # Kubernetes names are stricter than topic names
+        self.group = f"{prefix}-cdc"
+        self.expansion = f"{prefix}-to-{EXPANDED_PARTITIONS}"
         self.sources = Sources(group=self.group, topic=options.topic, expansion=self.expansion)
         self.outcomes: list[StageOutcome] = []
         self.members: list[Any] = []  # ordo_testbed.pods.Pod
@@ -99,6 +113,13 @@ class Sandbox:
 
     def run(self) -> SandboxReport:
         with ExitStack() as stack:
+            # this process's log records (the Kafka clients' lines among them) go to the workdir,
+            # not over the live view
+            log = logging.FileHandler(self.workdir / "sandbox.log")
+            log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            logging.getLogger().addHandler(log)
+            stack.callback(logging.getLogger().removeHandler, log)
+            stack.callback(log.close)
             bootstrap, kubeconfig = self._environment(stack)
             self.bootstrap = bootstrap
             self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
@@ -198,16 +219,28 @@ class Sandbox:
 
         from ordo.epochs.log import ensure_log_topics
 
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        ensure_log_topics(admin)  # the operator creates them too; members need them at once
-        if self.o.topic in admin.list_topics(timeout=10).topics:
-            raise ValueError(f"topic {self.o.topic!r} already exists at {bootstrap}: give another --topic")
-        admin.create_topics([NewTopic(self.o.topic, TOPIC_PARTITIONS)])[self.o.topic].result(30)
+        admin = AdminClient(logged({"bootstrap.servers": bootstrap}))
+        try:
+            ensure_log_topics(admin)  # the operator creates them too; members need them at once
+            if self.o.topic in admin.list_topics(timeout=10).topics:
+                raise ValueError(
+                    f"topic {self.o.topic!r} already exists at {bootstrap}: give another --topic"
+                )
+            admin.create_topics([NewTopic(self.o.topic, TOPIC_PARTITIONS)])[self.o.topic].result(30)
+        finally:
+            drain(admin)  # its log lines: an admin client is not polled otherwise
         probe = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": f"ordo-sandbox-probe-{uuid.uuid4().hex}"}
+            logged({"bootstrap.servers": bootstrap, "group.id": f"ordo-sandbox-probe-{uuid.uuid4().hex}"})
         )
         stack.callback(probe.close)  # before Kafka goes away
-        self.sources.watermarks = lambda: kafka_end_offsets(probe, self.o.topic)
+
+        def watermarks() -> tuple[int, int]:
+            try:
+                return kafka_end_offsets(probe, self.o.topic)
+            finally:
+                drain(probe)  # its log lines: the probe has no assignment and is never polled
+
+        self.sources.watermarks = watermarks
 
     def _operator(
         self, stack: ExitStack, kubeconfig: Path, bootstrap: str, api: dict[str, Any]

@@ -1,12 +1,24 @@
-"""When the sandbox does what, and what a stage's outcome means. Pure: no I/O, no clock."""
+"""When the sandbox does what, what a stage's outcome means, and the names of what it creates.
+Pure: no I/O, no clock."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["MIN_DURATION", "Stage", "Step", "member_name", "partitions_moved", "schedule"]
+__all__ = [
+    "MIN_DURATION",
+    "Stage",
+    "Step",
+    "member_name",
+    "partitions_moved",
+    "resource_prefix",
+    "schedule",
+    "topic_name_problem",
+]
 
 MIN_DURATION = 20.0  # below this the stages overlap their own rebalances
 
@@ -45,6 +57,31 @@ def schedule(duration: float) -> tuple[Stage, ...]:
 
 def member_name(group: str, index: int) -> str:
     return f"{group}-{index}"
+
+
+_KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PREFIX_LENGTH = 40  # "<prefix>-cdc-<member>" stays a valid label value (63 characters at most)
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why Kafka would refuse ``topic`` as a topic name, or None when it is valid."""
+    if topic in (".", ".."):
+        return "'.' and '..' are not topic names"
+    if not _KAFKA_TOPIC.fullmatch(topic):
+        return "a topic name has 1 to 249 characters, each a letter, a digit, '.', '_' or '-'"
+    return None
+
+
+def resource_prefix(topic: str) -> str:
+    """The start of the Kubernetes names the sandbox derives from a (valid) topic name: the group
+    ``<prefix>-cdc``, its members ``<prefix>-cdc-<n>`` (Pods, Leases, the ``app`` label) and the
+    expansion ``<prefix>-to-8``. Lower case, '-' for what a DNS label cannot hold; when that
+    changed the name, a hash of the topic keeps two topics apart (``orders_1``, ``orders-1``)."""
+    prefix = re.sub(r"[^a-z0-9]+", "-", topic.lower()).strip("-")[:_PREFIX_LENGTH].strip("-")
+    if prefix == topic:
+        return prefix
+    digest = hashlib.sha256(topic.encode()).hexdigest()[:6]
+    return f"{prefix}-{digest}" if prefix else f"topic-{digest}"
 
 
 def partitions_moved(

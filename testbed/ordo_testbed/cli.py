@@ -21,9 +21,14 @@ def register(commands: Any) -> None:
     _register_testbed(commands)
     bench.local_kafka = _local_kafka
     every = bench.add_kind("all", help="every benchmark of the repository; writes benchmarks/report.md")
+    every.description = (
+        "Runs every benchmark of the repository (python -m benchmarks, from a checkout) and writes "
+        "benchmarks/report.md with its timelines."
+    )
     every.set_defaults(run=run_checkout, benchmarks=[])
     for name in checkout_benchmarks():
         one = bench.add_kind(name, help=f"benchmarks/{name}_bench.py")
+        one.description = f"Runs benchmarks/{name}_bench.py of the repository alone (writes no report)."
         one.set_defaults(run=run_checkout, benchmarks=[f"{name}_bench"])
 
 
@@ -59,13 +64,35 @@ def run_checkout(args: argparse.Namespace) -> int:
 
 def _register_testbed(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "testbed", help="local Kafka and Kubernetes stand-ins"
+        "testbed",
+        help="local Kafka and Kubernetes stand-ins",
+        description="A real Apache Kafka broker (behind ordo's fault-injecting proxy) and a real "
+        "kube-apiserver with etcd, as local processes: no Docker, no cluster.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    up = actions.add_parser("up", help="start both and serve until SIGINT/SIGTERM")
-    up.add_argument("--kafka-port", type=int, default=9092, help="Kafka bootstrap port (0: any free port)")
-    up.add_argument("--kube-port", type=int, default=6443, help="Kubernetes API port (0: any free port)")
-    up.add_argument("--state-dir", type=Path, default=None, help="keep state (and the kubeconfig) here")
+    up = actions.add_parser(
+        "up",
+        help="start both and serve until SIGINT/SIGTERM",
+        description="Starts Kafka and the Kubernetes API server in the foreground, prints "
+        "shell-sourceable lines (KAFKA_BOOTSTRAP, KAFKA_DIRECT_BOOTSTRAP, KUBECONFIG, "
+        "ORDO_KAFKA_FAULTS_URL) and serves until SIGINT/SIGTERM.",
+    )
+    up.add_argument(
+        "--kafka-port",
+        type=int,
+        default=9092,
+        help="Kafka bootstrap port (default %(default)s; 0: any free port)",
+    )
+    up.add_argument(
+        "--kube-port",
+        type=int,
+        default=6443,
+        help="Kubernetes API port (default %(default)s; 0: any free port)",
+    )
+    up.add_argument(
+        "--state-dir", type=Path, default=None,
+        help="keep state (and the kubeconfig) here (default: a temporary directory, removed at exit)",
+    )  # fmt: skip
     up.set_defaults(run=run)
 
 

@@ -122,7 +122,9 @@ def test_gate_opens_when_another_member_commits_the_prior_partition(
         other = Consumer(config)
         other.assign([TopicPartition(topic, 0, 0)])
         assert len(_drain(other, OLD_RECORDS)) == OLD_RECORDS
-        other.commit(asynchronous=False)
+        # Explicit offsets: with auto-commit on, the consumer may already have committed what it
+        # read, and a bare commit() would then fail with "No offset stored".
+        other.commit(offsets=[TopicPartition(topic, 0, OLD_RECORDS)], asynchronous=False)
         committed_at = time.monotonic()
         other.close()
 

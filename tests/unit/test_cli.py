@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -93,9 +94,12 @@ def _one_line_error(
 def test_status_without_anything_to_read_says_so(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert "nothing to read" in _one_line_error(["status"], capsys, monkeypatch)
+    # a KUBECONFIG naming no file is a mistake to fix, not a reason to leave the cluster out
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert "names no readable file" in _one_line_error(["status"], capsys, monkeypatch)
     missing = _one_line_error(["status", "--kubeconfig", str(tmp_path / "nope")], capsys, monkeypatch)
     assert "no such file" in missing
 
@@ -165,3 +169,47 @@ def test_harness_commands_without_the_harness_say_where_to_get_it(
         assert "test harness" in err and "pip install -e testbed" in err
     err = _one_line_error(["bench", "eos", "--testbed"], capsys, monkeypatch)
     assert "--testbed needs ordo's test harness" in err
+
+
+def test_status_says_what_it_found_nothing_of_instead_of_empty_tables() -> None:
+    console = Console(width=200, record=True)
+    console.print(render({"groups": [], "expansions": [], "topics": {}, "gates": []}, namespace="data"))
+    text = console.export_text()
+    assert "no ProducerGroups in namespace data" in text
+    assert "no OrderedTopicExpansions in namespace data" in text
+    assert "no topic has a history in the epoch log" in text
+    console = Console(width=200, record=True)
+    console.print(render({"groups": None, "topics": {}}, only_topics=["orders"]))
+    text = console.export_text()
+    assert "Kubernetes: not read" in text and "no history of orders" in text
+
+
+def test_status_shows_an_active_epoch_followed_by_a_newer_active_one_as_superseded() -> None:
+    epochs: list[dict[str, Any]] = HISTORY["epochs"]  # type: ignore[assignment]
+    history = {"epochs": [{**e, "state": "active"} for e in epochs[:2]]}
+    console = Console(width=200, record=True)
+    console.print(render({"topics": {"orders": history}, "gates": []}))
+    text = console.export_text()
+    assert "superseded by 1" in text
+    assert text.count("active") == 1  # the newest only
+
+
+def test_version_names_the_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        ordo(["--version"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ordo ") and "(ordo-kafka)" in out and "unknown" not in out
+
+
+def test_bench_eos_takes_bootstrap_under_both_names(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ordo.cli import build_parser
+
+    for flag in ("--bootstrap", "--bootstrap-servers"):
+        args = build_parser().parse_args(["bench", "eos", flag, "host:9092"])
+        assert args.bootstrap == "host:9092"
+    # an unreachable broker: one line naming it, at once
+    err = _one_line_error(["bench", "eos", "--bootstrap", "127.0.0.1:1"], capsys, monkeypatch)
+    assert "127.0.0.1:1" in err

@@ -24,7 +24,14 @@ from ordo_sandbox import source
 from ordo_sandbox.monitor import LiveOrder, LogTail, closed_gates, slow_units
 from ordo_sandbox.report import SandboxReport, SparkOutcome, StageOutcome, checks, render
 from ordo_sandbox.scenario.verify import Verdict
-from ordo_sandbox.stages import MIN_DURATION, Step, partitions_moved, schedule
+from ordo_sandbox.stages import (
+    MIN_DURATION,
+    Step,
+    partitions_moved,
+    resource_prefix,
+    schedule,
+    topic_name_problem,
+)
 from ordo_sandbox.view import MemberRow, Snapshot
 from ordo_sandbox.view import render as render_view
 
@@ -271,6 +278,20 @@ def test_closed_gates_and_slow_units_are_read_from_program_output() -> None:
     assert slow_units(lines) == [0.8]
 
 
+def test_names_derived_from_a_topic_are_valid_kubernetes_names_and_keep_topics_apart() -> None:
+    import re
+
+    label = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+    assert resource_prefix("orders") == "orders"  # a name Kubernetes takes stays as it is
+    names = {t: resource_prefix(t) for t in ("orders_1", "orders-1", "Orders.1", "_", "x" * 249)}
+    assert len(set(names.values())) == len(names)
+    for topic, prefix in names.items():
+        member = f"{prefix}-cdc-12"
+        assert label.fullmatch(member) and len(member) <= 63, (topic, member)
+    assert topic_name_problem("orders_1.v2") is None
+    assert topic_name_problem("x" * 250) is not None
+
+
 # --- the command ----------------------------------------------------------------------------------
 
 
@@ -285,6 +306,8 @@ def test_closed_gates_and_slow_units_are_read_from_program_output() -> None:
         (["--operator", "cluster"], "are for a real cluster: give --kubeconfig too"),
         (["--pod-image", "pause"], "are for a real cluster: give --kubeconfig too"),
         (["--report", "/no/such/dir/r.json"], "does not exist"),
+        (["--topic", "orders/1"], "is not a Kafka topic name"),
+        (["--topic", ".."], "is not a Kafka topic name"),
     ],
 )
 def test_bad_options_are_one_clear_line(

@@ -3,17 +3,24 @@
 The SDK brings ``status``, ``verify``, ``crds`` and ``bench eos``. Other distributions add
 commands through the ``ordo.cli`` entry point group (a ``register(commands)`` function each):
 ordo's test harness adds ``testbed`` and ``sandbox`` (and ``bench all|<name>`` in a checkout).
+
+Logging goes to stderr: ordo's warnings always, and with ``--verbose`` its debug messages and the
+Kafka client's own lines (librdkafka, logger ``ordo.librdkafka``); without it those are left out and
+an error that ends a command says what the client could not do.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any
 
 __all__ = ["CliError", "main"]
+
+DISTRIBUTION = "ordo-kafka"
 
 # Commands that come with the test harness, named here so that without it they say where to get it
 _HARNESS_COMMANDS = {
@@ -33,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ordo",
         description="Kafka producer groups (KIP-509) and ordered topic expansion (KIP-253) on Kubernetes.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()} ({DISTRIBUTION})")
+    parser.add_argument(
+        "--verbose", "-v", action="store_true",
+        help="also print debug messages and the Kafka client's own log lines (librdkafka)",
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in (status, verify, crds, bench):
         module.register(commands)
@@ -40,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
         plugin.load()(commands)
     for name, what in _HARNESS_COMMANDS.items():
         if name not in commands.choices:
-            missing = commands.add_parser(name, help=f"{what} (needs ordo's test harness)")
+            missing = commands.add_parser(
+                name, help=f"{what} (needs ordo's test harness)", description=f"{what.capitalize()}: "
+                "comes with ordo's test harness (from a checkout of ordo: pip install -e testbed).",
+            )  # fmt: skip
             missing.set_defaults(run=_needs_harness)
     return parser
 
@@ -52,9 +67,38 @@ def _needs_harness(args: Any) -> int:
     )
 
 
+def _version() -> str:
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class _StderrLogs(logging.StreamHandler):  # type: ignore[type-arg]
+    """ordo's log records on stderr, each line prefixed with the command; librdkafka's own lines
+    only when ``verbose``."""
+
+    def __init__(self, command: str, verbose: bool) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter(f"ordo {command}: %(levelname)s %(name)s: %(message)s"))
+        self.verbose = verbose
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.verbose and record.name.startswith("ordo.librdkafka"):
+            return False
+        return super().filter(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler = _StderrLogs(args.command, args.verbose)
+    root, ours = logging.getLogger(), logging.getLogger("ordo")
+    levels = root.level, ours.level
+    root.addHandler(handler)
+    # other libraries' debug output (the Kubernetes client's logs response bodies) stays out
+    root.setLevel(logging.INFO if args.verbose else logging.WARNING)
+    ours.setLevel(logging.DEBUG if args.verbose else logging.NOTSET)
     try:
         result: int = args.run(args)
     except (CliError, ValueError, OSError) as error:
@@ -62,6 +106,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # the Kafka client's errors: one line, not a traceback
+        if not type(error).__module__.startswith("confluent_kafka"):
+            raise
+        print(f"ordo {args.command}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(levels[0])
+        ours.setLevel(levels[1])
     return result
 
 

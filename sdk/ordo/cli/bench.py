@@ -28,29 +28,60 @@ __all__ = ["EosResult", "add_kind", "percentile", "register", "run", "tally"]
 
 
 def register(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser("bench", help="benchmarks against a Kafka cluster")
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "bench",
+        help="benchmarks against a Kafka cluster",
+        description="Benchmarks: eos (KIP-609's consume-transform-produce); with ordo's test harness "
+        "from a checkout also all and each of the repository's benchmarks.",
+    )
     kinds = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
-    eos = kinds.add_parser("eos", help="consume-transform-produce with exactly-once transactions (KIP-609)")
+    eos = kinds.add_parser(
+        "eos",
+        help="consume-transform-produce with exactly-once transactions (KIP-609)",
+        description="A consume-transform-produce exactly-once benchmark, as KIP-609 proposes: fills "
+        "the input topic with --records records, then consumes them and writes one output record per "
+        "input record, committing the consumer's offsets in the same transaction, --transaction-size "
+        "records per transaction; with --pre-registration each transaction declares its output "
+        "partitions and consumer group up front. A read_committed consumer then checks that the "
+        "output holds every input record exactly once.",
+    )
     eos.add_argument(
-        "--bootstrap-servers",
+        "--bootstrap",
+        "--bootstrap-servers",  # the name it had first, still accepted
+        dest="bootstrap",
         default=os.environ.get("KAFKA_BOOTSTRAP"),
         help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP); --testbed starts a local one instead",
     )
     eos.add_argument("--testbed", action="store_true", help="run against an embedded Kafka testbed")
     eos.add_argument("--input-topic", help="consume from this topic (default: a new one)")
     eos.add_argument("--output-topic", help="produce to this topic (default: a new one)")
-    eos.add_argument("--partitions", type=int, default=6, help="partitions of topics this command creates")
-    eos.add_argument("--consumer-group-id", default="ordo-eos-bench", help="the consumer group")
-    eos.add_argument("--poll-timeout", type=int, default=100, help="consumer poll timeout, ms")
-    eos.add_argument("--transaction-size", type=int, default=500, help="records per transaction")
+    eos.add_argument(
+        "--partitions",
+        type=int,
+        default=6,
+        help="partitions of topics this command creates (default %(default)s)",
+    )
+    eos.add_argument(
+        "--consumer-group-id", default="ordo-eos-bench", help="the consumer group (default %(default)s)"
+    )
+    eos.add_argument(
+        "--poll-timeout", type=int, default=100, help="consumer poll timeout, ms (default %(default)s)"
+    )
+    eos.add_argument(
+        "--transaction-size", type=int, default=500, help="records per transaction (default %(default)s)"
+    )
     eos.add_argument(
         "--pre-registration",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="declare each transaction's output partitions and group when it begins (KIP-609)",
+        help="declare each transaction's output partitions and group when it begins (KIP-609; default: off)",
     )
-    eos.add_argument("--records", type=int, default=100_000, help="input records to process")
-    eos.add_argument("--record-size", type=int, default=100, help="bytes per record value")
+    eos.add_argument(
+        "--records", type=int, default=100_000, help="input records to process (default %(default)s)"
+    )
+    eos.add_argument(
+        "--record-size", type=int, default=100, help="bytes per record value (default %(default)s)"
+    )
     eos.set_defaults(run=run)
     global _kinds
     _kinds = kinds
@@ -111,13 +142,13 @@ def run(args: argparse.Namespace) -> int:
         if local_kafka is None:
             raise CliError(
                 "--testbed needs ordo's test harness, which is not installed: from a checkout, "
-                "`pip install -e testbed`; or give --bootstrap-servers"
+                "`pip install -e testbed`; or give --bootstrap"
             )
         with local_kafka() as bootstrap:
             return _report(args, _eos(args, bootstrap))
-    if not args.bootstrap_servers:
-        raise CliError("give --bootstrap-servers (or set KAFKA_BOOTSTRAP), or use --testbed")
-    return _report(args, _eos(args, args.bootstrap_servers))
+    if not args.bootstrap:
+        raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP), or use --testbed")
+    return _report(args, _eos(args, args.bootstrap))
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -132,6 +163,7 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from .._clients import BrokerErrors, cluster_metadata, drain, logged
     from ..epochs.log import ensure_log_topics
     from ..ordered_producer import OrderedProducer
     from ..partitioners import murmur2_partition
@@ -139,15 +171,20 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
     run_id = uuid.uuid4().hex[:8]
     source = args.input_topic or f"ordo-eos-in-{run_id}"
     sink = args.output_topic or f"ordo-eos-out-{run_id}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    ensure_log_topics(admin)
-    existing = admin.list_topics(timeout=10).topics
-    missing = [NewTopic(t, args.partitions) for t in (source, sink) if t not in existing]
-    for future in admin.create_topics(missing).values() if missing else ():
-        future.result(15)
+    errors = BrokerErrors()
+    admin = AdminClient(logged({"bootstrap.servers": bootstrap, "error_cb": errors}))
+    try:
+        cluster_metadata(admin, errors, bootstrap, 10)  # says at once when Kafka is not there
+        ensure_log_topics(admin)
+        existing = admin.list_topics(timeout=10).topics
+        missing = [NewTopic(t, args.partitions) for t in (source, sink) if t not in existing]
+        for future in admin.create_topics(missing).values() if missing else ():
+            future.result(15)
+    finally:
+        drain(admin)  # its log lines: an admin client is not polled otherwise
 
     # the input: "<run>:<number>:" padded to --record-size, keyed by the number
-    filler = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    filler = Producer(logged({"bootstrap.servers": bootstrap, "linger.ms": 20}))
     for i in range(args.records):
         value = f"{run_id}:{i}:".encode().ljust(args.record_size, b"x")
         while True:
@@ -160,15 +197,18 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
         raise CliError(f"could not write the input records to {source!r}")
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": args.consumer_group_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
+        logged(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": args.consumer_group_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
     )
     partitions = len(admin.list_topics(source, timeout=10).topics[source].partitions)
+    drain(admin)
     ends = {
         p: consumer.get_watermark_offsets(TopicPartition(source, p), timeout=10)[1] for p in range(partitions)
     }
@@ -225,15 +265,19 @@ def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
     """Every committed value of ``topic``, read to the end of each partition."""
     from confluent_kafka import Consumer, KafkaError
 
+    from .._clients import logged
+
     reader = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"ordo-eos-verify-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
+        logged(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"ordo-eos-verify-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+            }
+        )
     )
     try:
         partitions = len(reader.list_topics(topic, timeout=10).topics[topic].partitions)

@@ -13,9 +13,15 @@ from ..api.crd import crd_filename, render_crd, write_crds
 
 def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "crds", help="write the CRDs generated from the models"
+        "crds",
+        help="write the CRDs generated from the models",
+        description="Writes the CustomResourceDefinitions of ProducerGroup and OrderedTopicExpansion, "
+        "generated from the pydantic models in ordo.api, one file each; with --check, changes "
+        "nothing and exits 1 if the files differ, showing how.",
     )
-    parser.add_argument("--output", "-o", type=Path, default=Path("crds"), help="directory (default: crds)")
+    parser.add_argument(
+        "--output", "-o", type=Path, default=Path("crds"), help="directory (default: %(default)s)"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if the directory is out of date")
     parser.set_defaults(run=run)
 

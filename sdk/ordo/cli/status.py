@@ -26,7 +26,12 @@ __all__ = ["Gate", "gates", "register", "render", "run"]
 
 def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "status", help="producer groups, expansions, topics' epochs and gates"
+        "status",
+        help="producer groups, expansions, topics' epochs and gates",
+        description="ProducerGroups (members, assignments, checkpoints) and OrderedTopicExpansions "
+        "from the Kubernetes API; each topic's epoch history and gates from Kafka's epoch log. "
+        "Reads the cluster when a kubeconfig is found and Kafka when --bootstrap is given, and says "
+        "which part it did not read.",
     )
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="the cluster (default: $KUBECONFIG or ~/.kube/config)")  # fmt: skip
@@ -34,7 +39,7 @@ def register(commands: Any) -> None:
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP"),
                         help="Kafka, for the epoch log (default: $KAFKA_BOOTSTRAP)")  # fmt: skip
     parser.add_argument(
-        "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help=f"the epoch log (default {DEFAULT_EPOCH_TOPIC})"
+        "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help="the epoch log (default %(default)s)"
     )
     parser.add_argument("--topic", action="append", help="only these topics (repeatable)")
     parser.add_argument("--consumer-group", help="show which gates this consumer group has passed")
@@ -82,15 +87,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(state, indent=2, default=lambda o: o.__dict__))
     else:
-        Console().print(render(state))
+        Console().print(render(state, args.namespace, args.epoch_topic, args.topic))
     return 0
 
 
 def _default_kubeconfig() -> Path | None:
-    for candidate in (os.environ.get("KUBECONFIG"), str(Path.home() / ".kube" / "config")):
-        if candidate and Path(candidate.split(os.pathsep)[0]).is_file():
-            return Path(candidate.split(os.pathsep)[0])
-    return None
+    """$KUBECONFIG's first file, or ~/.kube/config if it exists, or None. A KUBECONFIG naming no
+    file is an error, not a reason to leave the cluster out."""
+    listed = os.environ.get("KUBECONFIG")
+    if listed:
+        for candidate in listed.split(os.pathsep):
+            if candidate and Path(candidate).is_file():
+                return Path(candidate)
+        raise CliError(f"KUBECONFIG={listed} names no readable file: fix it, or give --kubeconfig")
+    home = Path.home() / ".kube" / "config"
+    return home if home.is_file() else None
 
 
 def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], list[Any]]:
@@ -101,9 +112,16 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
 
     if not kubeconfig.is_file():
         raise CliError(f"--kubeconfig: no such file {kubeconfig}")
+    try:
+        kubeconfig.read_bytes()
+    except OSError as error:
+        raise CliError(f"cannot read the kubeconfig {kubeconfig}: {error.strerror}") from None
     config: Any = kubernetes.config
     try:
         client = config.new_client_from_config(str(kubeconfig))
+        # one attempt: an unreachable API server is one line at once, not three retries logged
+        client.configuration.retries = 0
+        client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
     except Exception as error:
         raise CliError(f"cannot use the kubeconfig {kubeconfig}: {error}") from None
     custom: Any = kubernetes.client.CustomObjectsApi(client)
@@ -133,6 +151,8 @@ def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, Any], list[Gate]]:
     config = {"bootstrap.servers": args.bootstrap}
     try:
         histories = read_epoch_log(config, args.epoch_topic, timeout=30)
+    except ConnectionError as error:  # says which Kafka and why
+        raise CliError(str(error)) from None
     except Exception as error:
         raise CliError(f"cannot read the epoch log at {args.bootstrap}: {error}") from None
     if args.topic:
@@ -147,23 +167,46 @@ def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, Any], list[Gate]]:
 def _committed(config: dict[str, Any], group: str, topic: str, history: Mapping[str, Any]) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
+    from .._clients import drain, logged
+
     partitions = max(int(e["partitions"]) for e in history.get("epochs") or [{"partitions": 1}])
-    consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(logged({**config, "group.id": group, "enable.auto.commit": False}))
     try:
         offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
     finally:
+        drain(consumer)  # its log lines (it has no assignment)
         consumer.close()
     return {t.partition: t.offset for t in offsets if t.offset >= 0}
 
 
-def render(state: Mapping[str, Any]) -> RenderableType:
+def render(
+    state: Mapping[str, Any],
+    namespace: str | None = None,
+    epoch_topic: str = DEFAULT_EPOCH_TOPIC,
+    only_topics: list[str] | None = None,
+) -> RenderableType:
+    """The tables of what was read; a line instead of an empty table, and one for a part not read."""
+    where = f"in namespace {namespace}" if namespace else "in any namespace"
     parts: list[RenderableType] = []
-    if state.get("groups") is not None:
-        parts.append(_groups_table(state["groups"]))
-        parts.append(_expansions_table(state.get("expansions") or []))
-    if state.get("topics") is not None:
+    if state.get("groups") is None:
+        parts.append("[dim]Kubernetes: not read (no --kubeconfig, $KUBECONFIG or ~/.kube/config)[/dim]")
+    else:
+        groups, expansions = state["groups"], state.get("expansions") or []
+        parts.append(_groups_table(groups) if groups else f"no ProducerGroups {where}")
+        parts.append(_expansions_table(expansions) if expansions else f"no OrderedTopicExpansions {where}")
+    if state.get("topics") is None:
+        parts.append("[dim]Kafka: not read (give --bootstrap or set KAFKA_BOOTSTRAP)[/dim]")
+    elif not state["topics"] and only_topics:
+        parts.append(f"no history of {', '.join(only_topics)} in the epoch log {epoch_topic}")
+    elif not state["topics"]:
+        parts.append(
+            f"no topic has a history in the epoch log {epoch_topic} "
+            "(the operator writes one when it first expands a topic)"
+        )
+    else:
         parts.append(_topics_table(state["topics"]))
-        parts.append(_gates_table(state.get("gates") or []))
+        found = state.get("gates") or []
+        parts.append(_gates_table(found) if found else "no gates: no partition waits for another")
     return Group(*parts)
 
 
@@ -210,11 +253,22 @@ def _topics_table(histories: Mapping[str, Mapping[str, Any]]) -> Table:
     for column in ("topic", "epoch", "partitions", "state", "thresholds"):
         table.add_column(column)
     for topic, history in sorted(histories.items()):
-        for i, e in enumerate(history.get("epochs") or []):
+        epochs = history.get("epochs") or []
+        for i, e in enumerate(epochs):
             thresholds = ", ".join(f"{p}@{o}" for p, o in sorted((e.get("thresholds") or {}).items()))
             table.add_row(topic if i == 0 else "", str(e.get("epoch")), str(e.get("partitions")),
-                          str(e.get("state")), thresholds or "-")  # fmt: skip
+                          _epoch_state(e, epochs[i + 1 :]), thresholds or "-")  # fmt: skip
     return table
+
+
+def _epoch_state(epoch: Mapping[str, Any], later: list[Mapping[str, Any]]) -> str:
+    """An epoch's state as producers see it: an active epoch followed by a newer active one is
+    superseded (its gates still hold until consumers pass them)."""
+    state = str(epoch.get("state"))
+    newer = next((e for e in later if e.get("state") == "active"), None)
+    if state == "active" and newer is not None:
+        return f"superseded by {newer.get('epoch')}"
+    return state
 
 
 def _gates_table(found: list[Gate]) -> Table:

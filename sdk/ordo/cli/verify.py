@@ -20,7 +20,11 @@ from . import CliError
 
 def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "verify", help="check a topic's records: per-key order across expansions, loss, duplicates"
+        "verify",
+        help="check a topic's records: per-key order across expansions, loss, duplicates",
+        description="The independent verifier: reads the topic with read_committed and its history "
+        "from the epoch log, and checks that each key's numbered records are in order across "
+        "expansions, none twice and none missing. Exit code 0 only when they are.",
     )
     parser.add_argument("--topic", required=True, help="the topic to check")
     parser.add_argument(
@@ -29,10 +33,15 @@ def register(commands: Any) -> None:
         help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP)",
     )
     parser.add_argument(
-        "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help=f"the epoch log (default {DEFAULT_EPOCH_TOPIC})"
+        "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help="the epoch log (default %(default)s)"
     )
     parser.add_argument("--source", type=Path, help="a sandbox's orders.db: every order must be there once")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to read the topic to its end")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds to read the topic to its end (default %(default)g)",
+    )
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.set_defaults(run=run)
 

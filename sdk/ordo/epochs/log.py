@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
+from .._clients import logged
 from .._tail import CompactedTopicReader, ensure_compacted_topics
 from ..protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from .history import EpochHistory
@@ -67,11 +68,12 @@ def read_history(
 
 
 class EpochLogWriter:
-    """The operator's writer: one synchronous, idempotent write per history change."""
+    """The operator's writer: one synchronous, idempotent write per history change. A write
+    serves the producer's log lines; between writes, ``poll()`` does."""
 
     def __init__(self, kafka_config: Mapping[str, Any], topic: str = DEFAULT_EPOCH_TOPIC) -> None:
         self.topic = topic
-        self._config = {**kafka_config, "enable.idempotence": True, "acks": "all"}
+        self._config = logged({**kafka_config, "enable.idempotence": True, "acks": "all"})
         self._producer = Producer(self._config)
 
     def write(self, history: EpochHistory, timeout: float = 30.0) -> None:

@@ -25,6 +25,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client import ApiClient
 
+from .._clients import drain, logged
 from ..epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from ..errors import ConfigError, NotOwnedError, ProducerClosedError, TransactionScopeError
 from ..ordered_producer import OrderedProducer
@@ -90,13 +91,16 @@ class GroupProducer:
         self._partitioner = partitioner
         self._registry_topic = registry_topic
         self._listener = listener
-        self._admin = AdminClient(dict(self._kafka))
+        # polled after each use (drain): that hands over its log lines
+        self._admin = AdminClient(logged(self._kafka))
         try:
             self._admin.list_topics(timeout=5)
         except KafkaException as error:
             raise ConfigError(
                 f"cannot reach Kafka at {self._kafka['bootstrap.servers']}: {error.args[0]}"
             ) from None
+        finally:
+            drain(self._admin)
         self._epoch_log = EpochLog(self._kafka, epoch_topic)
         if not self._epoch_log.catch_up(10):
             self._epoch_log.close()
@@ -226,6 +230,7 @@ class GroupProducer:
         if self._checkpoints is not None:
             self._checkpoints.close()
         self._epoch_log.close()
+        drain(self._admin)
 
     def __enter__(self) -> GroupProducer:
         return self
@@ -285,7 +290,10 @@ class GroupProducer:
                 )
             return
         self._settings = settings
-        ensure_checkpoint_topic(self._admin, settings.checkpoint_topic)
+        try:
+            ensure_checkpoint_topic(self._admin, settings.checkpoint_topic)
+        finally:
+            drain(self._admin)
         self._checkpoints = CheckpointLog(self._kafka, settings.checkpoint_topic)
         if not settings.exactly_once:
             self._shared = self._ordered_producer(

@@ -2,7 +2,8 @@
 
 It reads the topic with read_committed to the end of every partition, and the topic's history from
 the epoch log as plain JSON, and checks each key's records: none twice, none missing, and in order
-across expansions. It shares no code with the SDK; only the record formats:
+across expansions. It shares no code with the SDK's producers and consumers (only how a Kafka
+client is configured, ``ordo._clients``); only the record formats:
 
 - numbered records, ``{"k": key, "s": n, ...}``: the sandbox's orders (key = customer, n = the
   customer's order number) and the scenario's keyed producers of ordo's test harness;
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._clients import BrokerErrors, cluster_metadata, drain, logged
 from ..protocol import DEFAULT_EPOCH_TOPIC
 from .order import KeyOrder
 
@@ -165,19 +167,27 @@ def check_topic(
     )
 
 
-def _reader(kafka_config: Mapping[str, Any]) -> Any:
+def _reader(kafka_config: Mapping[str, Any], errors: BrokerErrors) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
-        {
-            **kafka_config,
-            "group.id": f"ordo-verify-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
+        logged(
+            {
+                **kafka_config,
+                "group.id": f"ordo-verify-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "error_cb": errors,
+            }
+        )
     )
+
+
+def _topics(consumer: Any, errors: BrokerErrors, kafka_config: Mapping[str, Any]) -> Any:
+    """Every topic's metadata (all topics, not one: asking for an unknown topic may create it)."""
+    return cluster_metadata(consumer, errors, str(kafka_config.get("bootstrap.servers")), 10).topics
 
 
 def read_topic(
@@ -187,10 +197,10 @@ def read_topic(
     Raises LookupError when the topic does not exist, TimeoutError when it cannot be read to its end."""
     from confluent_kafka import KafkaError, TopicPartition
 
-    consumer = _reader(kafka_config)
+    errors = BrokerErrors()
+    consumer = _reader(kafka_config, errors)
     try:
-        # all topics, not this one: asking for an unknown topic may create it
-        metadata = consumer.list_topics(timeout=10).topics.get(topic)
+        metadata = _topics(consumer, errors, kafka_config).get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             raise LookupError(f"topic {topic!r} does not exist")
         partitions = sorted(metadata.partitions)
@@ -219,6 +229,7 @@ def read_topic(
                     records.append(StoredRecord(p, message.offset() or 0, *decoded))
         return records, unreadable
     finally:
+        drain(consumer)  # log lines queued since the last consume (a record it takes is not needed)
         consumer.close()
 
 
@@ -228,9 +239,10 @@ def read_epoch_log(
     """Every topic's latest history in the epoch log, as plain JSON ({} when there is no log)."""
     from confluent_kafka import KafkaError, TopicPartition
 
-    consumer = _reader(kafka_config)
+    errors = BrokerErrors()
+    consumer = _reader(kafka_config, errors)
     try:
-        if epoch_topic not in consumer.list_topics(timeout=10).topics:  # never auto-create it
+        if epoch_topic not in _topics(consumer, errors, kafka_config):  # never auto-create it
             return {}
         consumer.assign([TopicPartition(epoch_topic, 0, 0)])
         latest: dict[str, dict[str, Any]] = {}
@@ -250,6 +262,7 @@ def read_epoch_log(
                 continue  # not a history: the log's readers skip it too
         raise TimeoutError(f"could not read the epoch log {epoch_topic!r} to its end")
     finally:
+        drain(consumer)
         consumer.close()
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from ordo._clients import logged
 from ordo.gated_consumer import GatedConsumer
 from ordo.group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
 from ordo.protocol import DEFAULT_EPOCH_TOPIC
@@ -47,16 +48,18 @@ def main(argv: list[str] | None = None) -> int:
         partition_assignment_strategy="cooperative-sticky",
         session_timeout_ms=6000,
     )
+    # warnings (librdkafka's own lines among them, logger ordo.librdkafka) to stderr, timed
+    logging.basicConfig(stream=sys.stderr, format="%(created).3f %(message)s")
     if os.environ.get("ORDO_SCENARIO_DEBUG"):  # the gate's pauses, resumes and stored offsets
-        logging.basicConfig(stream=sys.stderr, format="%(created).3f %(message)s")
         logging.getLogger("ordo.gated_consumer").setLevel(logging.DEBUG)
     if os.environ.get("ORDO_SCENARIO_RDKAFKA_DEBUG"):  # e.g. "cgrp,fetch": librdkafka's own view
         config["debug"] = os.environ["ORDO_SCENARIO_RDKAFKA_DEBUG"]
+        logging.getLogger("ordo.librdkafka").setLevel(logging.DEBUG)
     consumer: GatedConsumer | Consumer
     if args.plain:
         # a classic member sees new partitions at librdkafka's periodic refresh (5 min by
         # default); the GatedConsumer asks when the epoch log publishes them
-        consumer = Consumer({**config, "topic.metadata.refresh.interval.ms": 1000})
+        consumer = Consumer(logged({**config, "topic.metadata.refresh.interval.ms": 1000}))
         consumer.subscribe([args.topic])
     else:
         consumer = GatedConsumer(config, [args.topic], epoch_topic=args.epoch_topic)

@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
+from ordo._clients import logged
 from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
 from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     producer: OrderedProducer | Producer
     if args.plain:
         producer = Producer(
-            {**config, "partitioner": "murmur2_random", "topic.metadata.refresh.interval.ms": 500}
+            logged({**config, "partitioner": "murmur2_random", "topic.metadata.refresh.interval.ms": 500})
         )
     else:
         producer = OrderedProducer(

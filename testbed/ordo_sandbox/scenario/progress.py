@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ordo._clients import drain, logged
+
 __all__ = ["find_records", "partition_progress", "partitions_of"]
 
 
@@ -15,7 +17,9 @@ def partition_progress(bootstrap: str, topic: str, group: str) -> str:
     from confluent_kafka import Consumer
 
     def client(isolation: str) -> Any:
-        return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
+        return Consumer(
+            logged({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
+        )
 
     uncommitted, committed = client("read_uncommitted"), client("read_committed")
     try:
@@ -32,8 +36,9 @@ def partition_progress(bootstrap: str, topic: str, group: str) -> str:
             )
         return "; ".join(rows)
     finally:
-        uncommitted.close()
-        committed.close()
+        for reader in (uncommitted, committed):
+            drain(reader)  # their log lines: they have no assignment and are never polled
+            reader.close()
 
 
 def partitions_of(client: Any, topic: str) -> list[Any]:
@@ -55,8 +60,8 @@ def find_records(
     from ordo_sandbox.scenario.records import decode
 
     reader = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "ordo-find", "enable.partition.eof": True,
-         "enable.auto.commit": False}
+        logged({"bootstrap.servers": bootstrap, "group.id": "ordo-find", "enable.partition.eof": True,
+                "enable.auto.commit": False})
     )  # fmt: skip
     found: dict[tuple[str, int], str] = {}
     ended: set[int] = set()
@@ -78,6 +83,7 @@ def find_records(
                 if (record.key, record.seq) in wanted:
                     found[(record.key, record.seq)] = f"p{message.partition()}@{message.offset()}"
     finally:
+        drain(reader)
         reader.close()
     absent = (
         "no offset: Kafka does not have it"

@@ -1,0 +1,121 @@
+"""How ordo configures the Kafka clients it creates.
+
+- librdkafka's own log lines (``FAIL``, ``CONFWARN``, ...) go to Python logging, logger
+  ``ordo.librdkafka``, instead of straight to the process's stderr (``logged``). A client given a
+  ``logger`` hands its lines over only when it is polled, so ordo polls the clients it does not
+  otherwise poll after each use and before closing them (``drain``).
+- A consumer ordo builds from a user's config (the epoch log and registry readers of a producer,
+  the progress reader of a GatedConsumer) gets the consumer-side properties only
+  (``consumer_side``): librdkafka warns about every producer property given to a consumer.
+- A one-off reader says at once that no broker can be reached, and why (``BrokerErrors`` and
+  ``cluster_metadata``), instead of waiting out its timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+__all__ = [
+    "LIBRDKAFKA_LOGGER",
+    "PRODUCER_ONLY",
+    "BrokerErrors",
+    "cluster_metadata",
+    "consumer_side",
+    "drain",
+    "logged",
+]
+
+LIBRDKAFKA_LOGGER = logging.getLogger("ordo.librdkafka")
+
+# The properties librdkafka's configuration reference marks producer-only ("P"), global and topic
+# level, with their aliases, for librdkafka 2.16 (its callbacks, set through the C API, cannot
+# appear in a Python config); plus confluent-kafka's own ``on_delivery``, which a consumer refuses.
+# A consumer given any other of them logs CONFWARN "... is a producer property and will be ignored
+# by this consumer instance" (tests/unit/test_clients.py holds each of them to that).
+PRODUCER_ONLY = frozenset(
+    {
+        "transactional.id",
+        "transaction.timeout.ms",
+        "enable.idempotence",
+        "enable.gapless.guarantee",
+        "queue.buffering.max.messages",
+        "queue.buffering.max.kbytes",
+        "queue.buffering.max.ms",
+        "linger.ms",
+        "message.send.max.retries",
+        "retries",
+        "queue.buffering.backpressure.threshold",
+        "compression.codec",
+        "compression.type",
+        "compression.level",
+        "batch.num.messages",
+        "batch.size",
+        "delivery.report.only.error",
+        "sticky.partitioning.linger.ms",
+        "request.required.acks",
+        "acks",
+        "request.timeout.ms",
+        "message.timeout.ms",
+        "delivery.timeout.ms",
+        "queuing.strategy",
+        "produce.offset.report",
+        "partitioner",
+        "on_delivery",
+    }
+)
+
+
+def logged(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with librdkafka's log lines sent to Python logging (``ordo.librdkafka``); a
+    ``logger`` the caller gave stays."""
+    return {"logger": LIBRDKAFKA_LOGGER, **config}
+
+
+def consumer_side(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` without the producer-only properties, for a consumer built from any client's
+    config."""
+    return {k: v for k, v in config.items() if k not in PRODUCER_ONLY}
+
+
+def drain(client: Any) -> None:
+    """Serve what a client not polled in the course of its work has queued: its log lines (and
+    error events). For a consumer, only one that has no assignment: a poll would take a record."""
+    with contextlib.suppress(RuntimeError):  # closed already: nothing is left to serve
+        client.poll(0)
+
+
+class BrokerErrors:
+    """A client's ``error_cb`` (served when it is polled) that remembers whether every broker
+    is down and the last reason a connection failed."""
+
+    def __init__(self) -> None:
+        self.all_down = False
+        self.reason: str | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.all_down = True
+        elif error.code() in (KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._AUTHENTICATION):
+            self.reason = error.str()
+
+
+def cluster_metadata(client: Any, errors: BrokerErrors, bootstrap: str, timeout: float) -> Any:
+    """The cluster's metadata (``list_topics()`` of every topic) from a client whose
+    ``error_cb`` is ``errors``. Raises ConnectionError as soon as every broker is down (refused,
+    unresolvable, failing authentication), saying why, and after ``timeout`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return client.list_topics(timeout=max(0.1, min(0.5, left)))
+        except KafkaException as error:
+            drain(client)  # serves the error events
+            if errors.all_down or left <= 0.5:
+                why = errors.reason or error.args[0].str()
+                raise ConnectionError(f"cannot reach Kafka at {bootstrap}: {why}") from None
