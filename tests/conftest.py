@@ -4,6 +4,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from ordo.epochs.log import ensure_log_topics
 from ordo_testbed.kafka.fixtures import *  # noqa: F403
@@ -12,6 +13,11 @@ from ordo_testbed.kube.fixtures import *  # noqa: F403
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.kube.identity import operator_identity
 from ordo_testbed.operator import OperatorProcess
+
+# Property tests judge results, not speed: on a loaded 2-core machine an example can take seconds,
+# and hypothesis's default 200 ms deadline would fail it (tests/unit/test_epochs.py did, in a full run).
+settings.register_profile("ordo", deadline=None)
+settings.load_profile("ordo")
 
 
 @pytest.fixture

@@ -79,6 +79,10 @@ class GatedConsumer:
         group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
         self._min_backoff, self._max_backoff = min_backoff, max_backoff
         self._consumer = Consumer(logged({**config, "enable.auto.offset.store": False}))
+        # With auto-commit, a gate of another member waits for this one's commit: passing a
+        # threshold commits at once instead of up to auto.commit.interval.ms (5 s) later. With
+        # auto-commit off the application's commits open gates, and commit when it chooses.
+        self._commit_on_threshold = str(config.get("enable.auto.commit", True)).lower() not in ("false", "0")
         # Progress queries go over a connection of their own: on the consumer's, they would
         # queue behind its fetch long-poll (fetch.wait.max.ms) and the gate would open late.
         self._progress_config = logged(consumer_side({k: v for k, v in config.items() if not callable(v)}))
@@ -432,6 +436,25 @@ class GatedConsumer:
             self._next_skip_check = now + _SKIP_CHECK_INTERVAL
             self._store_skipped()
 
+    def _progressed(self, advanced: list[tuple[TP, int, int]]) -> None:
+        """After storing offsets (partition, from, to): commit them now if one passed a
+        threshold that a gate may be waiting for (another member's, or this one's after a
+        rebalance)."""
+        if not self._commit_on_threshold:
+            return
+        for (topic, partition), before, after in advanced:
+            keeper, _ = self._keeper(topic)
+            if keeper is not None and keeper.crossed(partition, before, after):
+                try:
+                    self._consumer.commit(asynchronous=True)
+                except KafkaException as error:  # auto-commit still commits them, later
+                    _log.debug("commit at a threshold of %s[%d] not sent: %s", topic, partition, error)
+                if self._trace:
+                    _log.debug(
+                        "committed at a threshold of %s[%d] (%d -> %d)", topic, partition, before, after
+                    )
+                return
+
     def _store_skipped(self) -> None:
         """Count as processed what the consumer passed without handing out: the transaction
         markers (and aborted records) after a partition's last record. A threshold is an end
@@ -451,27 +474,34 @@ class GatedConsumer:
             return  # not now (e.g. mid-rebalance); the next check catches up
         processed = self._processed
         skipped = []
+        advanced = []
         for tp in positions:
             key = (tp.topic, tp.partition)
             done = min(tp.offset, waiting.get(key, tp.offset))
-            if done > processed.get(key, -1) and done >= 0:
+            before = processed.get(key, -1)
+            if done > before and done >= 0:
                 processed[key] = done
                 skipped.append(TopicPartition(tp.topic, tp.partition, done))
+                advanced.append((key, before, done))
         if skipped:
             if self._trace:
                 _log.debug("store passed %s", {(t.topic, t.partition): t.offset for t in skipped})
             self._consumer.store_offsets(offsets=skipped)
+            self._progressed(advanced)
 
     def _store_handed_out(self) -> None:
         processed = self._processed
         offsets = []
-        for (topic, partition), offset in self._pending_store.items():
-            processed[(topic, partition)] = offset + 1
-            offsets.append(TopicPartition(topic, partition, offset + 1))
+        advanced = []
+        for key, offset in self._pending_store.items():
+            advanced.append((key, processed.get(key, -1), offset + 1))
+            processed[key] = offset + 1
+            offsets.append(TopicPartition(key[0], key[1], offset + 1))
         if self._trace:
             _log.debug("store handed out %s", {(t.topic, t.partition): t.offset for t in offsets})
         self._consumer.store_offsets(offsets=offsets)
         self._pending_store = {}
+        self._progressed(advanced)
 
     # -- events ------------------------------------------------------------------------------
 

@@ -136,6 +136,39 @@ def test_gate_opens_when_another_member_commits_the_prior_partition(
         waiting.close()
 
 
+def test_a_member_passing_a_threshold_commits_at_once_so_the_gate_it_holds_opens(
+    kafka: KafkaHandle, expanded: tuple[str, str]
+) -> None:
+    """With auto-commit on, the member reading the prior partition commits as soon as it has
+    processed up to the threshold, not at its next auto-commit (60 s here): the other member's
+    gate opens in well under that."""
+    topic, epochs = expanded
+    config = kafka.config(
+        group_id=kafka.topic("g"), auto_offset_reset="earliest", auto_commit_interval_ms=60_000
+    )
+    waiting = GatedConsumer(config, [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 2, 0)])
+    reading = GatedConsumer(config, [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 0, 0)])
+    try:
+        assert _drain(waiting, 1, timeout=2) == []
+        assert waiting.closed_gates()[(topic, 2)].waiting_for == {0: OLD_RECORDS}
+        assert len(_drain(reading, OLD_RECORDS)) == OLD_RECORDS
+        processed_at = time.monotonic()
+        opened: list[Message] = []
+
+        def gate_opened() -> bool:
+            reading.consume(10, 0.05)  # the last record counts as processed now: stored, committed
+            opened.extend(m for m in waiting.consume(10, 0.05) if m.error() is None)
+            return bool(opened)
+
+        wait_for(gate_opened, timeout=30, what="the gate behind partition 0 to open")
+        latency = time.monotonic() - processed_at
+        assert latency < 10, f"gate opened {latency:.2f}s after partition 0 was processed"
+        assert opened[0].value() == b"new-0"
+    finally:
+        reading.close()
+        waiting.close()
+
+
 def test_a_record_stamped_with_an_epoch_the_log_has_not_shown_waits_for_the_log(kafka: KafkaHandle) -> None:
     """A consumer whose epoch log lags the producers: partition 0 carries epoch-1 records from
     offset 5 on (the first one stamped), but its log still shows epoch 0 only. Judged by that

@@ -214,3 +214,14 @@ def test_controls_without_the_gate_or_without_transitivity_reorder_keys() -> Non
     assert _simulate(counts, writes, _FirstReady(), None)  # type: ignore[arg-type]
     assert not _simulate(counts, writes, _FirstReady(), _DirectPriorOnly)  # type: ignore[arg-type]
     assert not _simulate(counts, writes, _FirstReady(), _NoGate)  # type: ignore[arg-type]
+
+
+def test_a_partitions_thresholds_are_the_offsets_gates_wait_for() -> None:
+    history = EpochHistory.initial("t", 2).begin_fence(4).publish({0: 10, 1: 0})
+    history = history.begin_fence(8).publish({0: 25, 1: 7, 2: 3, 3: 0})
+    keeper = GateKeeper(history)
+    assert keeper.thresholds(0) == (10, 25)
+    assert keeper.thresholds(1) == (7,)  # an empty partition's threshold 0 is passed from the start
+    assert keeper.thresholds(5) == ()  # created last: nothing waits for it yet
+    assert keeper.crossed(0, 9, 10) and keeper.crossed(0, -1, 30) and keeper.crossed(0, 24, 25)
+    assert not keeper.crossed(0, 10, 24) and not keeper.crossed(0, 25, 100) and not keeper.crossed(3, -1, 9)

@@ -46,6 +46,7 @@ class GateKeeper:
         self._active = history.active_epochs
         self._index = {e.epoch: i for i, e in enumerate(self._active)}
         self._cache: dict[tuple[int, int], dict[int, int]] = {}
+        self._thresholds: dict[int, tuple[int, ...]] = {}
 
     def requirements(self, partition: int, epoch: int) -> Mapping[int, int]:
         """Progress needed (partition → offset) before a record of ``epoch`` in ``partition``."""
@@ -68,6 +69,25 @@ class GateKeeper:
                     _raise(needed, earlier_p, offset)
         self._cache[(q, j)] = needed
         return needed
+
+    def thresholds(self, partition: int) -> tuple[int, ...]:
+        """The offsets of ``partition`` that gates wait for (its threshold in each active epoch
+        that followed it), ascending: a consumer passing one opens gates of other partitions."""
+        cached = self._thresholds.get(partition)
+        if cached is None:
+            cached = self._thresholds[partition] = tuple(
+                sorted(
+                    e.thresholds[partition]
+                    for e in self._active[1:]
+                    if partition in e.thresholds and e.thresholds[partition] > 0
+                )
+            )
+        return cached
+
+    def crossed(self, partition: int, before: int, after: int) -> bool:
+        """Whether progress of ``partition`` from ``before`` to ``after`` reaches one of its
+        thresholds, so that a gate waiting for it may open now."""
+        return any(before < threshold <= after for threshold in self.thresholds(partition))
 
     def gate(self, partition: int, offset: int, progress: Mapping[int, int]) -> Gate:
         """Whether the record at (partition, offset) may be processed, given ``progress``: per
