@@ -270,11 +270,11 @@ def run() -> list[Result]:
             statistics.median(auto_latencies),
             "s",
             "<= 0.5 s",
-        ),  # fmt: skip
+        ),
         Result.absolute(
             "gate opening latency, other member on auto-commit (5 s interval), max",
             max(auto_latencies),
             "s",
             "<= 0.5 s",
-        ),  # fmt: skip
+        ),
     ]
