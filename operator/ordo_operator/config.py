@@ -24,6 +24,8 @@ class OperatorConfig:
     """Largest partition count an expansion may ask for (the broker's own limit may be lower)."""
     kafka_timeout_seconds: float = 15.0
     """How long one Kafka admin request (metadata, end offsets, CreatePartitions) may take."""
+    partitions_check_seconds: float = 60.0
+    """How often a completed expansion checks that its topic has no partitions added outside ordo."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorConfig:
@@ -41,4 +43,5 @@ class OperatorConfig:
             registry_topic=env.get("ORDO_REGISTRY_TOPIC", DEFAULT_REGISTRY_TOPIC),
             max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
             kafka_timeout_seconds=float(env.get("ORDO_KAFKA_TIMEOUT_SECONDS", "15")),
+            partitions_check_seconds=float(env.get("ORDO_PARTITIONS_CHECK_SECONDS", "60")),
         )

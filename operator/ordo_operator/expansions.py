@@ -23,7 +23,16 @@ from .config import OperatorConfig
 from .crash import crash_point
 from .kafka import KafkaSide, clients_for
 from .kube import KafkaConnectionError, kafka_config, patch_status
-from .plans.expansion import Effect, ExpansionState, ProducerView, Step, World, next_history, plan_expansion
+from .plans.expansion import (
+    Effect,
+    ExpansionState,
+    ProducerView,
+    Step,
+    World,
+    next_history,
+    partitions_in_sync,
+    plan_expansion,
+)
 
 __all__ = ["register"]
 
@@ -150,6 +159,14 @@ def register(settings: OperatorConfig) -> None:
             spec.get("topic", ""): (f"{namespace}/{name}", str(phase), meta.get("creationTimestamp", ""), "")
         }
 
+    @kopf.timer(  # type: ignore[arg-type]
+        API_GROUP, VERSION, PLURAL, id="check_partitions", interval=settings.partitions_check_seconds,
+        when=lambda status, **_: (status or {}).get("phase") == ExpansionPhase.COMPLETED.value,
+    )  # fmt: skip
+    @metrics.count_errors
+    def check_partitions(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
+        _check_partitions(settings, name, namespace, body)
+
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_expansion", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]
     @metrics.count_errors
     def drive_expansion(
@@ -227,6 +244,40 @@ def register(settings: OperatorConfig) -> None:
                 side.registry.wait_for_change(step.requeue)  # an acknowledgement wakes us at once
             elif step.requeue:
                 stopped.wait(step.requeue)
+
+
+def _check_partitions(settings: OperatorConfig, name: str, namespace: str, body: kopf.Body) -> None:
+    """A completed expansion that made the topic's current epoch checks the topic still has only
+    the partitions the epoch knows; partitions added outside ordo turn PartitionsInSync False,
+    with a Warning Event (gated consumers hold their records until an epoch covers them)."""
+    resource = OrderedTopicExpansion.model_validate(dict(body))
+    status = dict(body.get("status") or {})
+    topic = resource.spec.topic
+    try:
+        side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
+        judged = partitions_in_sync(
+            topic, status.get("epoch"), side.partition_count(topic), side.epochs.history(topic)
+        )
+    except Exception as error:  # Kafka unreachable now: the next check tries again
+        _log.warning("%s/%s: partitions of %s not checked: %s", namespace, name, topic, error)
+        return
+    if judged is None:
+        return
+    conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
+    before = next((c for c in conditions if c.type == "PartitionsInSync"), None)
+    if before is not None and (before.status == "True") == judged.status and before.message == judged.message:
+        return
+    generation = resource.metadata.get("generation")
+    conditions = set_condition(
+        conditions, "PartitionsInSync", judged.status, judged.reason, judged.message, generation
+    )
+    patch_status(
+        PLURAL, namespace, name,
+        {"conditions": [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]},
+    )  # fmt: skip
+    if not judged.status:
+        _log.warning("%s/%s: %s", namespace, name, judged.message)
+        kopf.event(body, type="Warning", reason=judged.reason, message=judged.message)
 
 
 def _record(

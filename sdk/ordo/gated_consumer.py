@@ -35,6 +35,10 @@ TP = tuple[str, int]
 _error_of, _headers_of = Message.error, Message.headers
 _partition_of, _topic_of = Message.partition, Message.topic
 _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
+# A partition no epoch covers is normal for a moment (the consumer saw it before its epoch log
+# showed the fence that precedes every partition ordo creates); held this long, it was added
+# outside ordo. Said again at this interval while it lasts.
+UNKNOWN_PARTITION_GRACE = 10.0
 
 
 @dataclass
@@ -50,6 +54,8 @@ class _Held:
     buffer: list[Message]
     stamped: int | None = None
     """Set when the first record carries an epoch the epoch log has not shown yet."""
+    warned: float = 0.0
+    """When the partition was last reported as covered by no epoch (0: never)."""
 
 
 class GatedConsumer:
@@ -401,6 +407,9 @@ class GatedConsumer:
                 gate_open = self._reopens(tp, held)
             if gate_open:
                 del self._held[tp]
+                if held.warned:  # an epoch covers it now
+                    still = sum(1 for (t, _), h in self._held.items() if t == tp[0] and h.warned)
+                    metrics.unknown_partitions(tp[0], still)
                 self.gate_waits.append(now - held.since)
                 metrics.gate_wait(tp[0], now - held.since)
                 metrics.gates_closed(tp[0], sum(1 for t, _ in self._held if t == tp[0]))
@@ -413,6 +422,26 @@ class GatedConsumer:
             else:
                 held.backoff = min(held.backoff * 2, self._max_backoff)
                 held.next_check = now + held.backoff
+                if held.gate.unknown_epoch and held.stamped is None:
+                    self._report_unknown(tp, held, now)
+
+    def _report_unknown(self, tp: TP, held: _Held, now: float) -> None:
+        """Say loudly that ``tp`` is held because it belongs to no epoch and is not being
+        created by ordo (no fencing epoch covers it): it was added outside ordo."""
+        if now - held.since < UNKNOWN_PARTITION_GRACE or now - held.warned < UNKNOWN_PARTITION_GRACE:
+            return
+        history = self._log.history(tp[0])
+        if history is None or tp[1] < history.current.partitions:
+            return  # being created by an expansion in flight (or unknown topic): it will be published
+        held.warned = now
+        unknown = sorted(p for (t, p), h in self._held.items() if t == tp[0] and h.gate.unknown_epoch)
+        metrics.unknown_partitions(tp[0], len(unknown))
+        _log.warning(
+            "%s: partitions %s belong to no epoch of its history (%d partitions at epoch %d): they "
+            "were added outside ordo, and their records are held; an OrderedTopicExpansion of %s to "
+            "%d or more partitions covers them with an epoch and opens them in order",
+            tp[0], unknown, history.current.partitions, history.current.epoch, tp[0], max(unknown) + 1,
+        )  # fmt: skip
 
     def _reopens(self, tp: TP, held: _Held) -> bool:
         """Re-evaluate a held partition's gate with the group's progress now."""

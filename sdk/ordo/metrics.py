@@ -20,6 +20,7 @@ __all__ = [
     "gates_closed",
     "produce_blocked",
     "serve",
+    "unknown_partitions",
 ]
 
 prometheus_client: ModuleType | None
@@ -53,6 +54,12 @@ if prometheus_client is not None:
             ["topic"],
             buckets=_WAIT_BUCKETS,
         ),
+        "unknown": prometheus_client.Gauge(
+            "ordo_gate_unknown_partitions",
+            "Partitions a gated consumer holds because no epoch covers them: added to the topic "
+            "outside ordo, after ordo expanded it",
+            ["topic"],
+        ),
         "in_flight": prometheus_client.Gauge(
             "ordo_async_in_flight_records",
             "Records an AsyncConsumer handed out and not yet marked done",
@@ -77,6 +84,12 @@ def gate_wait(topic: str, seconds: float) -> None:
     """A gate on ``topic`` opened after holding its partition ``seconds``."""
     if _metrics:
         _metrics["gate_wait"].labels(topic).observe(seconds)
+
+
+def unknown_partitions(topic: str, count: int) -> None:
+    """``count`` partitions of ``topic`` are held because no epoch of its history covers them."""
+    if _metrics:
+        _metrics["unknown"].labels(topic).set(count)
 
 
 def async_in_flight(group: str, count: int) -> None:

@@ -181,3 +181,80 @@ def test_a_topic_of_round_robin_producers_only_is_expanded_without_a_fence(env: 
         assert "fenceWaitSeconds" not in status, "nothing to gate: no fence"
         env.wait_events("NothingToGate")
         wait_for(lambda: producer.partitions_for(topic) == 5, 15, "the producer to use 5 partitions")
+
+
+def test_partitions_added_outside_ordo_are_reported_and_an_expansion_covers_them(
+    kafka: KafkaHandle,
+    kube: Kube,
+    log_topics: tuple[str, str],
+    operator_process: Callable[..., OperatorProcess],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After ordo grew a topic 2 -> 4, someone adds partitions 4 and 5 with the admin API. The
+    operator sets PartitionsInSync=False with a Warning Event; a GatedConsumer holds the records
+    of partition 5 and says why; an OrderedTopicExpansion to 6 (as the message advises) covers
+    them with an epoch and the consumer gets them."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import NewPartitions
+
+    from ordo import gated_consumer
+    from ordo.gated_consumer import GatedConsumer
+
+    epochs, _ = log_topics
+    operator = operator_process(ORDO_PARTITIONS_CHECK_SECONDS="1").start()
+    expansions = Expansions(kube.custom, kube.namespace)
+    try:
+        topic = kafka.create_topic(2)
+        expansions.create("grow", topic, 4)
+        expansions.wait_phase("grow", "Completed")
+
+        def in_sync() -> str | None:
+            found = [
+                c for c in expansions.status("grow").get("conditions", []) if c["type"] == "PartitionsInSync"
+            ]
+            return found[0]["status"] if found else None
+
+        assert wait_for(in_sync, 30, "the first partitions check") == "True"
+        kafka.admin.create_partitions([NewPartitions(topic, 6)])[topic].result(10)
+        producer = Producer(kafka.config())
+        producer.produce(topic, b"outside", partition=5)
+        assert producer.flush(10) == 0
+
+        wait_for(lambda: in_sync() == "False", 30, "PartitionsInSync=False")
+        condition = next(
+            c for c in expansions.status("grow")["conditions"] if c["type"] == "PartitionsInSync"
+        )
+        assert condition["reason"] == "PartitionsAddedOutsideOrdo"
+        assert "partitions 4..5 were added outside ordo" in condition["message"]
+        wait_for(lambda: kube.events("PartitionsAddedOutsideOrdo"), 15, "the Warning Event")
+
+        monkeypatch.setattr(gated_consumer, "UNKNOWN_PARTITION_GRACE", 0.5)
+        config = kafka.config(group_id=kafka.topic("g"), auto_offset_reset="earliest")
+        consumer = GatedConsumer(
+            config, [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 5, 0)]
+        )
+        got: list[bytes] = []
+        try:
+
+            def warned() -> bool:
+                got.extend(m.value() or b"" for m in consumer.consume(10, 0.1) if m.error() is None)
+                return any("added outside ordo" in r.getMessage() for r in caplog.records)
+
+            wait_for(warned, 30, "the consumer's warning")
+            assert got == [] and consumer.closed_gates()[(topic, 5)].unknown_epoch
+
+            expansions.create("cover", topic, 6)
+            expansions.wait_phase("cover", "Completed")
+
+            def delivered() -> bool:
+                got.extend(m.value() or b"" for m in consumer.consume(10, 0.1) if m.error() is None)
+                return bool(got)
+
+            wait_for(delivered, 30, "the held record once an epoch covers partition 5")
+            assert got == [b"outside"]
+        finally:
+            consumer.close()
+        wait_for(lambda: in_sync() == "True", 30, "the first expansion to say a later one covers the topic")
+    finally:
+        operator.stop()

@@ -15,7 +15,17 @@ from enum import StrEnum
 from ordo.api import ExpansionPhase
 from ordo.epochs import Epoch, EpochHistory, EpochState
 
-__all__ = ["Effect", "ExpansionState", "ProducerView", "Step", "World", "next_history", "plan_expansion"]
+__all__ = [
+    "Effect",
+    "ExpansionState",
+    "InSync",
+    "ProducerView",
+    "Step",
+    "World",
+    "next_history",
+    "partitions_in_sync",
+    "plan_expansion",
+]
 
 TERMINAL = frozenset({ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED})
 FENCE_POLL_SECONDS = 0.2
@@ -244,3 +254,40 @@ def next_history(
             base = next_history(Effect.APPEND_FENCE, topic, base, state)
         return base.publish(dict(state.thresholds or {}))
     raise ValueError(f"{effect} does not write the epoch log")
+
+
+@dataclass(frozen=True)
+class InSync:
+    """The PartitionsInSync condition of a completed expansion."""
+
+    status: bool
+    reason: str
+    message: str
+
+
+def partitions_in_sync(
+    topic: str, epoch: int | None, topic_partitions: int | None, history: EpochHistory | None
+) -> InSync | None:
+    """Whether the topic still has the partitions its epoch history knows, judged by the
+    expansion that made epoch ``epoch`` (a later one judges once there is one); None when there is
+    nothing to judge, e.g. while an expansion is fencing (its partitions may exist before it
+    publishes)."""
+    if history is None or epoch is None or topic_partitions is None or history.fencing:
+        return None
+    if history.active.epoch > epoch:
+        return InSync(
+            True, "Superseded", f"epoch {history.active.epoch} of a later expansion covers {topic!r} now"
+        )
+    if history.active.epoch != epoch:
+        return None
+    known = history.active.partitions
+    if topic_partitions <= known:
+        return InSync(True, "InSync", f"{topic!r} has the {known} partitions of epoch {epoch}")
+    return InSync(
+        False,
+        "PartitionsAddedOutsideOrdo",
+        f"{topic!r} has {topic_partitions} partitions but epoch {epoch} knows {known}: partitions "
+        f"{known}..{topic_partitions - 1} were added outside ordo, belong to no epoch, and gated "
+        f"consumers hold their records; an OrderedTopicExpansion of {topic!r} to {topic_partitions} "
+        "or more partitions covers them with an epoch",
+    )

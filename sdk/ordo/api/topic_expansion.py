@@ -120,11 +120,15 @@ class OrderedTopicExpansion(Resource):
             ),
         ],
         validations=[
+            # The operator reads the spec once per expansion: an edit after it started (or
+            # ended, also by failing before it started) would be ignored, so it is refused.
             Validation(
-                rule="!has(oldSelf.status) || !has(oldSelf.status.startedAt) || "
-                "(self.spec.topic == oldSelf.spec.topic && self.spec.partitions == oldSelf.spec.partitions)",
-                message="spec.topic and spec.partitions cannot change once the expansion has started "
-                "(status.startedAt is set): create another OrderedTopicExpansion for a new target",
+                rule="!has(oldSelf.status) || self.spec == oldSelf.spec || "
+                "(!has(oldSelf.status.startedAt) && !(has(oldSelf.status.phase) && "
+                "oldSelf.status.phase in ['Completed', 'Aborted', 'Failed']))",
+                message="spec cannot change once the expansion has started or ended (status.startedAt "
+                "or a final status.phase is set): create another OrderedTopicExpansion for a new "
+                "target or setting",
             )
         ],
     )  # fmt: skip

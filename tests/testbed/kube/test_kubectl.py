@@ -114,13 +114,24 @@ def test_cel_rules_refuse_with_messages_that_say_what_to_do(kube: Kube) -> None:
     kube.custom.patch_namespaced_custom_object_status(
         "ordo.dev", "v1alpha1", kube.namespace, "orderedtopicexpansions", "grow", started
     )
-    for change in ('{"spec": {"partitions": 8}}', '{"spec": {"topic": "payments"}}'):
+    changes = ('{"spec": {"partitions": 8}}', '{"spec": {"topic": "payments"}}',
+               '{"spec": {"fenceTimeoutSeconds": 300}}')  # fmt: skip
+    for change in changes:
         moved = kubectl(kube, "patch", "ote", "grow", "--type=merge", "-p", change)
         assert moved.returncode != 0, moved.stdout
-        assert "cannot change once the expansion has started" in moved.stderr
+        assert "spec cannot change once the expansion has started or ended" in moved.stderr
     ok(kubectl(kube, "label", "ote", "grow", "team=data"))  # the rest stays editable
     spec: Any = expansions.get("grow")["spec"]
     assert (spec["topic"], spec["partitions"]) == ("orders", 6)
+    # an expansion that ended before it started (here: refused, the target not larger) is not
+    # taken up again either: an edit would change nothing, so it is refused too
+    expansions.create("shrink", "orders", 2)
+    failed = {"status": {"phase": "Failed", "message": "target 2 partitions must be larger than today's 4"}}
+    kube.custom.patch_namespaced_custom_object_status(
+        "ordo.dev", "v1alpha1", kube.namespace, "orderedtopicexpansions", "shrink", failed
+    )
+    retried = kubectl(kube, "patch", "ote", "shrink", "--type=merge", "-p", '{"spec": {"partitions": 8}}')
+    assert retried.returncode != 0 and "create another OrderedTopicExpansion" in retried.stderr
 
 
 def test_crd_files_are_what_the_server_serves(kube: Kube) -> None:

@@ -11,10 +11,12 @@ from ordo.epochs import EpochHistory, EpochState
 from ordo_operator.plans.expansion import (
     Effect,
     ExpansionState,
+    InSync,
     ProducerView,
     Step,
     World,
     next_history,
+    partitions_in_sync,
     plan_expansion,
 )
 
@@ -259,3 +261,19 @@ def test_a_producer_that_never_acknowledges_aborts_the_expansion_and_changes_not
     assert (
         sim.log is not None and sim.log.current.state == EpochState.ABORTED and sim.log.active.partitions == 4
     )
+
+
+def test_partitions_added_outside_ordo_are_reported_by_the_expansion_of_the_current_epoch() -> None:
+    grown = EpochHistory.initial("t", 2).begin_fence(4).publish({0: 5, 1: 5})
+    in_sync = InSync(True, "InSync", "'t' has the 4 partitions of epoch 1")
+    assert partitions_in_sync("t", 1, 4, grown) == in_sync
+    drifted = partitions_in_sync("t", 1, 6, grown)
+    assert drifted is not None and not drifted.status and drifted.reason == "PartitionsAddedOutsideOrdo"
+    assert "partitions 4..5 were added outside ordo" in drifted.message
+    assert "to 6 or more" in drifted.message
+    # a later expansion judges: the earlier one says so; while one fences, nobody judges
+    again = grown.begin_fence(6)
+    assert partitions_in_sync("t", 1, 6, again) is None
+    superseded = partitions_in_sync("t", 1, 6, again.publish({p: 5 for p in range(4)}))
+    assert superseded is not None and superseded.status and superseded.reason == "Superseded"
+    assert partitions_in_sync("t", None, 6, grown) is None and partitions_in_sync("t", 1, None, grown) is None
