@@ -6,8 +6,11 @@ repository's benchmarks (``python -m benchmarks``) from a checkout, and ``eos --
 Fills the input topic with ``--records`` records, then consumes them, writes one output record per
 input record and commits the consumer's offsets in the same transaction, ``--transaction-size``
 records per transaction. With ``--pre-registration`` each transaction declares the output
-partitions of its records and the consumer group up front (``OrderedProducer.transaction``).
-At the end a read_committed consumer checks that the output holds every input record exactly once.
+partitions of its records (all of them when a record has no key) and the consumer group up front
+(``OrderedProducer.transaction``). At the end a read_committed consumer checks that the output
+holds every input record exactly once. The clients take their settings as Kafka's perf tools do:
+``--producer-config``/``--consumer-config`` files, ``--producer-props``/``--consumer-props`` over
+them (``ordo.cli.eos_config``); ``--transactional-id`` and a ``--throughput`` cap as KIP-609 lists.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import CliError
+from .eos_config import EosConfigError, EosConfigs, eos_configs, parse_pairs, parse_properties
 
 __all__ = ["EosResult", "add_kind", "percentile", "register", "run", "tally"]
 
@@ -79,6 +84,30 @@ def register(commands: Any) -> None:
     eos.add_argument(
         "--records", type=int, default=100_000, help="input records to process (default %(default)s)"
     )
+    eos.add_argument(
+        "--transactional-id",
+        help="the producer's transactional.id (default: from the producer config, else ordo-eos-bench-<run>)",
+    )
+    eos.add_argument(
+        "--throughput",
+        type=float,
+        default=-1,
+        help="cap on records processed per second (default %(default)g: no cap)",
+    )
+    eos.add_argument(
+        "--producer-config", type=Path, help="a properties file of librdkafka settings for the producers"
+    )
+    eos.add_argument(
+        "--consumer-config", type=Path, help="a properties file of librdkafka settings for the consumers"
+    )
+    eos.add_argument(
+        "--producer-props", nargs="+", default=[], metavar="KEY=VALUE",
+        help="producer settings, over --producer-config (e.g. security.protocol=SASL_SSL)",
+    )  # fmt: skip
+    eos.add_argument(
+        "--consumer-props", nargs="+", default=[], metavar="KEY=VALUE",
+        help="consumer settings, over --consumer-config",
+    )  # fmt: skip
     eos.add_argument(
         "--record-size", type=int, default=100, help="bytes per record value (default %(default)s)"
     )
@@ -138,6 +167,7 @@ def tally(run_id: str, records: int, values: Iterable[bytes]) -> tuple[int, int]
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    run_id = uuid.uuid4().hex[:8]
     if args.testbed:
         if local_kafka is None:
             raise CliError(
@@ -145,10 +175,14 @@ def run(args: argparse.Namespace) -> int:
                 "`pip install -e testbed`; or give --bootstrap"
             )
         with local_kafka() as bootstrap:
-            return _report(args, _eos(args, bootstrap))
-    if not args.bootstrap:
-        raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP), or use --testbed")
-    return _report(args, _eos(args, args.bootstrap))
+            return _report(args, _eos(args, _configs(args, bootstrap, run_id), run_id))
+    try:
+        configs = _configs(args, args.bootstrap, run_id)
+    except CliError as error:
+        if "no Kafka for the" in str(error) and not args.bootstrap:
+            raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP), or use --testbed") from None
+        raise
+    return _report(args, _eos(args, configs, run_id))
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -157,9 +191,36 @@ def _check(args: argparse.Namespace) -> None:
             raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.poll_timeout < 0:
         raise CliError(f"--poll-timeout must not be negative, got {args.poll_timeout}")
+    if args.throughput == 0 or args.throughput < -1:
+        raise CliError(f"--throughput must be positive (or -1: no cap), got {args.throughput:g}")
 
 
-def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
+def _configs(args: argparse.Namespace, bootstrap: str | None, run_id: str) -> EosConfigs:
+    """The producer and consumer configs from the options (see ordo.cli.eos_config)."""
+    sides: dict[str, dict[str, str]] = {}
+    try:
+        for side in ("producer", "consumer"):
+            path: Path | None = getattr(args, f"{side}_config")
+            pairs: dict[str, str] = {}
+            if path is not None:
+                try:
+                    text = path.read_text()
+                except OSError as error:
+                    raise CliError(f"--{side}-config: cannot read {path}: {error.strerror}") from None
+                pairs = parse_properties(text, str(path))
+            pairs.update(parse_pairs(getattr(args, f"{side}_props"), f"--{side}-props"))
+            sides[side] = pairs
+        transactional_id = (
+            args.transactional_id or sides["producer"].get("transactional.id") or f"ordo-eos-bench-{run_id}"
+        )
+        return eos_configs(
+            bootstrap, sides["producer"], sides["consumer"], args.consumer_group_id, transactional_id
+        )
+    except EosConfigError as error:
+        raise CliError(str(error)) from None
+
+
+def _eos(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosResult:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -168,13 +229,12 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
     from ..ordered_producer import OrderedProducer
     from ..partitioners import murmur2_partition
 
-    run_id = uuid.uuid4().hex[:8]
     source = args.input_topic or f"ordo-eos-in-{run_id}"
     sink = args.output_topic or f"ordo-eos-out-{run_id}"
     errors = BrokerErrors()
-    admin = AdminClient(logged({"bootstrap.servers": bootstrap, "error_cb": errors}))
+    admin = AdminClient(logged({**configs.plain_producer, "error_cb": errors}))
     try:
-        cluster_metadata(admin, errors, bootstrap, 10)  # says at once when Kafka is not there
+        cluster_metadata(admin, errors, configs.bootstrap, 10)  # says at once when Kafka is not there
         ensure_log_topics(admin)
         existing = admin.list_topics(timeout=10).topics
         missing = [NewTopic(t, args.partitions) for t in (source, sink) if t not in existing]
@@ -184,7 +244,7 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
         drain(admin)  # its log lines: an admin client is not polled otherwise
 
     # the input: "<run>:<number>:" padded to --record-size, keyed by the number
-    filler = Producer(logged({"bootstrap.servers": bootstrap, "linger.ms": 20}))
+    filler = Producer(logged({"linger.ms": 20, **configs.plain_producer}))
     for i in range(args.records):
         value = f"{run_id}:{i}:".encode().ljust(args.record_size, b"x")
         while True:
@@ -196,26 +256,15 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
     if filler.flush(60):
         raise CliError(f"could not write the input records to {source!r}")
 
-    consumer = Consumer(
-        logged(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": args.consumer_group_id,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed",
-            }
-        )
-    )
+    consumer = Consumer(logged({"auto.offset.reset": "earliest", **configs.consumer}))
     partitions = len(admin.list_topics(source, timeout=10).topics[source].partitions)
     drain(admin)
     ends = {
         p: consumer.get_watermark_offsets(TopicPartition(source, p), timeout=10)[1] for p in range(partitions)
     }
-    producer = OrderedProducer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"ordo-eos-bench-{run_id}", "linger.ms": 5}
-    )
+    producer = OrderedProducer({"linger.ms": 5, **configs.producer})
     out_count = producer.partitions_for(sink)
+    every_partition = set(range(out_count))
     latencies: list[float] = []
     transactions = processed = 0
     position: dict[int, int] = {}
@@ -234,7 +283,13 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
             offsets = [TopicPartition(source, p, o) for p, o in position.items()]
             metadata = consumer.consumer_group_metadata()
             if args.pre_registration:
-                declared = {murmur2_partition(m.key() or b"", out_count) for m in batch}
+                keys = [m.key() for m in batch]
+                # a keyless record may go to any partition: then every one is declared
+                declared = (
+                    every_partition
+                    if None in keys
+                    else {murmur2_partition(key, out_count) for key in keys if key is not None}
+                )
                 with producer.transaction(partitions={sink: declared}, group_id=args.consumer_group_id) as tx:
                     for m in batch:
                         tx.produce(sink, m.value(), m.key())
@@ -251,17 +306,21 @@ def _eos(args: argparse.Namespace, bootstrap: str) -> EosResult:
             latencies.append(time.monotonic() - begun)
             transactions += 1
             processed += len(batch)
+            if args.throughput > 0:  # the cap: wait until the records so far are due
+                ahead = processed / args.throughput - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
         seconds = time.monotonic() - started
     except KafkaException as error:
         raise CliError(f"the exactly-once loop failed: {error}") from None
     finally:
         consumer.close()
         producer.close()
-    duplicates, lost = tally(run_id, args.records, _read_committed(bootstrap, sink))
+    duplicates, lost = tally(run_id, args.records, _read_committed(configs.consumer, sink))
     return EosResult(processed, seconds, transactions, latencies, duplicates, lost)
 
 
-def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
+def _read_committed(consumer_config: dict[str, str], topic: str) -> list[bytes]:
     """Every committed value of ``topic``, read to the end of each partition."""
     from confluent_kafka import Consumer, KafkaError
 
@@ -270,7 +329,7 @@ def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
     reader = Consumer(
         logged(
             {
-                "bootstrap.servers": bootstrap,
+                **consumer_config,
                 "group.id": f"ordo-eos-verify-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
