@@ -185,3 +185,44 @@ def test_group_id_is_read_from_the_consumers_group_metadata(kafka: KafkaHandle) 
     assert group_id_of(_group_metadata(kafka, "billing-7")) == "billing-7"
     with pytest.raises(ValueError, match="consumer_group_metadata"):
         group_id_of(b"nonsense")
+
+
+def test_a_declared_transaction_still_registers_its_partitions_as_records_are_sent(
+    kafka: KafkaHandle,
+) -> None:
+    """What the README and ordo.transactions say pre-registration cannot save, as librdkafka
+    sends it: each declared partition is still registered by an AddPartitionsToTxn request once
+    records go to it, over the first transaction protocol (Produce below v12: no KIP-890 implicit
+    enrollment). If a librdkafka upgrade changes this, this test says the docs must change."""
+    import logging
+    import re
+
+    epochs, registry = kafka.topic("epochs"), kafka.topic("producers")
+    ensure_log_topics(kafka.admin, epochs, registry)
+    sent: list[str] = []
+
+    class Requests(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sent.extend(re.findall(r"Sent (\w+Request \(v\d+)", record.getMessage()))
+
+    logger = logging.getLogger(f"test.protocol.{kafka.topic('log')}")
+    logger.addHandler(Requests())
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    topic = kafka.create_topic(3)
+    producer = OrderedProducer(
+        kafka.config(transactional_id=kafka.topic("tx"), debug="protocol", logger=logger),
+        epoch_topic=epochs, registry_topic=registry, session_timeout=3.0,
+    )  # fmt: skip
+    try:
+        producer.init_transactions(15)
+        with producer.transaction(partitions={topic: [0, 1, 2]}) as tx:
+            for partition in range(3):
+                tx.produce(topic, b"v", partition=partition)
+            tx.commit()
+        producer.poll(0)  # hands the last log lines over
+    finally:
+        producer.close()
+    assert any(s.startswith("AddPartitionsToTxnRequest") for s in sent), sent
+    produce_versions = {int(s.rsplit("v", 1)[1]) for s in sent if s.startswith("ProduceRequest")}
+    assert produce_versions and max(produce_versions) < 12, produce_versions

@@ -29,7 +29,7 @@ from typing import Any
 from . import CliError
 from .eos_config import EosConfigError, EosConfigs, eos_configs, parse_pairs, parse_properties
 
-__all__ = ["EosResult", "add_kind", "percentile", "register", "run", "tally"]
+__all__ = ["EosResult", "add_kind", "client_configs", "measure", "percentile", "register", "run", "tally"]
 
 
 def register(commands: Any) -> None:
@@ -175,14 +175,14 @@ def run(args: argparse.Namespace) -> int:
                 "`pip install -e testbed`; or give --bootstrap"
             )
         with local_kafka() as bootstrap:
-            return _report(args, _eos(args, _configs(args, bootstrap, run_id), run_id))
+            return _report(args, measure(args, client_configs(args, bootstrap, run_id), run_id))
     try:
-        configs = _configs(args, args.bootstrap, run_id)
+        configs = client_configs(args, args.bootstrap, run_id)
     except CliError as error:
         if "no Kafka for the" in str(error) and not args.bootstrap:
             raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP), or use --testbed") from None
         raise
-    return _report(args, _eos(args, configs, run_id))
+    return _report(args, measure(args, configs, run_id))
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -195,7 +195,7 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"--throughput must be positive (or -1: no cap), got {args.throughput:g}")
 
 
-def _configs(args: argparse.Namespace, bootstrap: str | None, run_id: str) -> EosConfigs:
+def client_configs(args: argparse.Namespace, bootstrap: str | None, run_id: str) -> EosConfigs:
     """The producer and consumer configs from the options (see ordo.cli.eos_config)."""
     sides: dict[str, dict[str, str]] = {}
     try:
@@ -220,7 +220,7 @@ def _configs(args: argparse.Namespace, bootstrap: str | None, run_id: str) -> Eo
         raise CliError(str(error)) from None
 
 
-def _eos(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosResult:
+def measure(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosResult:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
