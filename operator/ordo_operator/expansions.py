@@ -16,7 +16,6 @@ from pydantic import ValidationError
 
 from ordo.api import API_GROUP, Condition, ExpansionPhase, OrderedTopicExpansion
 from ordo.api.common import VERSION, set_condition
-from ordo.epochs import prior_map
 
 from . import metrics
 from .config import OperatorConfig
@@ -62,9 +61,6 @@ def _status_of(state: ExpansionState) -> dict[str, Any]:
     }
     if state.thresholds is not None:
         status["thresholds"] = {str(p): o for p, o in sorted(state.thresholds.items())}
-    if state.from_partitions and state.to_partitions and state.to_partitions > state.from_partitions:
-        prior = prior_map(state.from_partitions, state.to_partitions)
-        status["prior"] = {str(q): list(ps) for q, ps in prior.items()}
     return status
 
 

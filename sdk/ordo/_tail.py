@@ -17,6 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ._clients import consumer_side, drain, logged
+from .protocol import MAX_CONTROL_RECORD_BYTES
 
 __all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
 
@@ -218,14 +219,19 @@ class CompactedTopicReader(Generic[V]):
 
 
 def ensure_compacted_topics(admin: AdminClient, names: list[str], replication: int = -1) -> None:
-    """Create these control topics (compacted, one partition: readers tail partition 0) if missing."""
+    """Create these control topics (compacted, one partition: readers tail partition 0, records
+    up to MAX_CONTROL_RECORD_BYTES) if missing."""
     existing = admin.list_topics(timeout=10).topics
     wanted = [
         NewTopic(
             name,
             num_partitions=1,
             replication_factor=replication,
-            config={"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+            config={
+                "cleanup.policy": "compact",
+                "min.compaction.lag.ms": "60000",
+                "max.message.bytes": str(MAX_CONTROL_RECORD_BYTES),
+            },
         )
         for name in dict.fromkeys(names)
         if name not in existing

@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_EPOCH_TOPIC",
     "DEFAULT_REGISTRY_TOPIC",
     "GROUP_LABEL",
+    "MAX_CONTROL_RECORD_BYTES",
     "GroupSettings",
     "MemberAssignment",
     "ProtocolError",
@@ -31,6 +32,10 @@ DEFAULT_REGISTRY_TOPIC = "__ordo_producers"
 """The producer registry: each ordo producer's liveness and fence acknowledgements."""
 DEFAULT_CHECKPOINT_TOPIC = "__ordo_checkpoints"
 """ProducerGroup checkpoints, one record per source partition (``checkpoint_key``)."""
+MAX_CONTROL_RECORD_BYTES = 8 * 1024 * 1024
+"""The largest record of these topics (their ``max.message.bytes``, set when ordo creates them):
+a topic's epoch history keeps a threshold per old partition of every expansion (100 expansions
+up to 2,000 partitions: 1.7 MB of JSON), over Kafka's 1 MB default."""
 
 ASSIGNMENT_ANNOTATION = "ordo.dev/assignment"
 ACK_ANNOTATION = "ordo.dev/acked-generation"

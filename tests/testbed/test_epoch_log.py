@@ -96,3 +96,26 @@ def test_a_reader_catches_up_with_a_log_written_faster_than_it_fetches(kafka: Ka
     finally:
         stop.set()
         thread.join(15)
+
+
+def test_a_history_over_kafkas_default_record_size_is_written_and_read(kafka: KafkaHandle) -> None:
+    """100 expansions of a topic up to 2,016 partitions: 1.7 MB of JSON, over Kafka's 1 MB
+    default. The log topic takes 8 MB records and the writer compresses them."""
+    epochs, registry = kafka.topic("epochs"), kafka.topic("producers")
+    ensure_log_topics(kafka.admin, epochs, registry)
+    history = EpochHistory.initial("big", 16)
+    while len(history.epochs) <= 100:
+        count = history.active.partitions
+        history = history.begin_fence(count + 20).publish({p: 10**9 + p for p in range(count)})
+    assert len(history.model_dump_json()) > 1_500_000
+    writer = EpochLogWriter(kafka.config(), epochs)
+    try:
+        writer.write(history)
+    finally:
+        writer.close()
+    log = EpochLog(kafka.config(), epochs)
+    try:
+        assert log.catch_up(30), log.describe()
+        assert log.history("big") == history
+    finally:
+        log.close()

@@ -104,7 +104,7 @@ def test_expansion_under_load_completes_and_producers_switch(env: Env) -> None:
             p.close()
     assert status["fromPartitions"] == 3 and status["toPartitions"] == 6 and status["epoch"] == 1
     assert set(status["thresholds"]) == {"0", "1", "2"} and status["fenceWaitSeconds"] >= 0
-    assert status["prior"]["3"] == [0] and status["prior"]["4"] == [1]
+    assert "prior" not in status  # it follows from the counts; stored, it outgrew the object at scale
     assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["True"]
     assert env.kafka.admin.list_topics(timeout=10).topics[topic].partitions.keys() == set(range(6))
     history = read_history(env.kafka.config(), env.epochs, topic)

@@ -108,8 +108,8 @@ def test_malformed_histories_are_refused() -> None:
         EpochHistory.model_validate({"schema_version": 2, "topic": "t", "epochs": []})
     with pytest.raises(ValueError, match="epoch numbers must increase"):
         EpochHistory(topic="t", epochs=(Epoch(epoch=0, partitions=1, state=EpochState.ACTIVE),) * 2)
-    with pytest.raises(ValueError, match="prior map does not match"):
-        Epoch(epoch=1, partitions=4, state=EpochState.ACTIVE, from_partitions=2, thresholds={0: 0, 1: 0})
+    with pytest.raises(ValueError, match="a threshold for every old partition"):
+        Epoch(epoch=1, partitions=4, state=EpochState.ACTIVE, from_partitions=2, thresholds={0: 0})
 
 
 def test_epoch_of_a_record() -> None:
@@ -196,7 +196,7 @@ class _DirectPriorOnly(GateKeeper):
         if j == 0:
             return {}
         entry = self._active[j]
-        return {p: entry.thresholds[p] for p in entry.prior.get(q, ())}
+        return {p: entry.thresholds[p] for p in entry.prior_of(q)}
 
 
 class _FirstReady:
@@ -225,3 +225,28 @@ def test_a_partitions_thresholds_are_the_offsets_gates_wait_for() -> None:
     assert keeper.thresholds(5) == ()  # created last: nothing waits for it yet
     assert keeper.crossed(0, 9, 10) and keeper.crossed(0, -1, 30) and keeper.crossed(0, 24, 25)
     assert not keeper.crossed(0, 10, 24) and not keeper.crossed(0, 25, 100) and not keeper.crossed(3, -1, 9)
+
+
+def test_the_prior_set_follows_from_the_counts_and_is_not_stored() -> None:
+    from ordo.epochs.history import prior_of
+
+    for old, new in ((4, 8), (6, 8), (1000, 1024), (3, 7)):
+        expected = prior_map(old, new)
+        assert all(prior_of(old, new, q) == expected.get(q, ()) for q in range(new))
+    grown = EpochHistory.initial("t", 1000).begin_fence(1024).publish({p: 10**9 for p in range(1000)})
+    record = grown.model_dump_json()
+    # stored, the map of 1000 -> 1024 (gcd 8: 128,000 entries) took ~1 MB, Kafka's default limit
+    assert '"prior"' not in record and len(record) < 40_000, len(record)
+    # a history written with the map (before it was derived) reads as the same history
+    written = grown.model_dump(mode="json")
+    written["epochs"][1]["prior"] = {str(q): list(ps) for q, ps in prior_map(1000, 1024).items()}
+    assert EpochHistory.model_validate(written) == grown
+
+
+def test_a_hundred_expansions_of_a_large_topic_fit_in_one_kafka_record() -> None:
+    history = EpochHistory.initial("t", 16)
+    while len(history.epochs) <= 100:
+        count = history.active.partitions
+        history = history.begin_fence(count + 20).publish({p: 10**9 + p for p in range(count)})
+    assert history.active.partitions == 2016
+    assert len(history.model_dump_json()) < 4_000_000  # ordo's log topics take 8 MB records

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from ordo.api import ExpansionPhase
 from ordo.epochs import Epoch, EpochHistory, EpochState
+from ordo.protocol import MAX_CONTROL_RECORD_BYTES
 
 __all__ = [
     "Effect",
@@ -29,6 +30,7 @@ __all__ = [
 
 TERMINAL = frozenset({ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED})
 FENCE_POLL_SECONDS = 0.2
+_WIDEST_OFFSET = 2**63 - 1  # for sizing a history before its thresholds are read
 
 
 class Effect(StrEnum):
@@ -182,6 +184,18 @@ def _validate(topic: str, target: int, state: ExpansionState, world: World) -> S
     current = history.active.partitions
     if target <= current:
         return _fail(state, "NotLarger", f"target {target} partitions must be larger than today's {current}")
+    # the epoch log holds the whole history in one record; with this epoch's thresholds (at
+    # their widest) it must still fit, or the publish would fail after producers were fenced
+    grown = history.begin_fence(target).publish({p: _WIDEST_OFFSET for p in range(current)})
+    size = len(grown.model_dump_json())
+    if size > MAX_CONTROL_RECORD_BYTES:
+        return _fail(
+            state,
+            "HistoryTooLarge",
+            f"with this expansion the epoch history of {topic!r} ({len(grown.epochs)} epochs) would "
+            f"take {size:,} bytes, over the epoch log's {MAX_CONTROL_RECORD_BYTES:,}: grow the topic "
+            "in fewer, larger steps",
+        )
     epoch = history.current.epoch + 1
     planned = ExpansionState(ExpansionPhase.FENCING, epoch, current, target)
     live = world.producers

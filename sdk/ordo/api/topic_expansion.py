@@ -66,9 +66,6 @@ class OrderedTopicExpansionStatus(Model):
     thresholds: dict[str, int] = Field(
         default_factory=dict, description="End offset of every old partition at the fence."
     )
-    prior: dict[str, list[int]] = Field(
-        default_factory=dict, description="Old partitions whose thresholds gate each partition."
-    )
     fence_wait_seconds: float | None = Field(default=None, ge=0, description="Time producers took to fence.")
     duration_seconds: float | None = Field(default=None, ge=0, description="Start to Completed/Aborted.")
     started_at: str | None = Field(default=None, description="When fencing began (RFC 3339).")

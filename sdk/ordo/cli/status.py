@@ -62,13 +62,16 @@ class Gate:
 
 def gates(topic: str, history: Mapping[str, Any], committed: Mapping[int, int] | None = None) -> list[Gate]:
     """Every gate of every active epoch of a history (JSON of the epoch log)."""
+    from ..epochs.history import prior_of
+
     out = []
     for e in history.get("epochs") or []:
-        if e.get("state") != "active" or not e.get("prior"):
+        if e.get("state") != "active" or not e.get("from_partitions"):
             continue
         thresholds = {int(p): int(o) for p, o in (e.get("thresholds") or {}).items()}
-        for q, priors in sorted(e["prior"].items(), key=lambda item: int(item[0])):
-            for p in priors:
+        old, new = int(e["from_partitions"]), int(e["partitions"])
+        for q in range(new):
+            for p in prior_of(old, new, q):
                 threshold = thresholds[int(p)]
                 passed = None if committed is None else committed.get(int(p), -1) >= threshold
                 out.append(Gate(topic, int(e["epoch"]), int(q), int(p), threshold, passed))

@@ -60,7 +60,7 @@ class GateKeeper:
         if j > 0:
             entry = self._active[j]
             assert entry.from_partitions is not None
-            sources = list(entry.prior.get(q, ()))
+            sources = list(entry.prior_of(q))
             if q < entry.from_partitions:
                 sources.append(q)  # the key may have stayed in q; q's own earlier epochs still count
             for p in sources:

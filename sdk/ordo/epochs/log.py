@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from .._clients import logged
 from .._tail import CompactedTopicReader, ensure_compacted_topics
-from ..protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
+from ..protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, MAX_CONTROL_RECORD_BYTES
 from .history import EpochHistory
 
 __all__ = [
@@ -73,7 +73,17 @@ class EpochLogWriter:
 
     def __init__(self, kafka_config: Mapping[str, Any], topic: str = DEFAULT_EPOCH_TOPIC) -> None:
         self.topic = topic
-        self._config = logged({**kafka_config, "enable.idempotence": True, "acks": "all"})
+        # JSON of offsets compresses several times over: a long history stays far below the
+        # topic's record limit (and below 1 MB on a log topic created with Kafka's default)
+        self._config = logged(
+            {
+                **kafka_config,
+                "enable.idempotence": True,
+                "acks": "all",
+                "compression.type": "zstd",
+                "message.max.bytes": MAX_CONTROL_RECORD_BYTES,
+            }
+        )
         self._producer = Producer(self._config)
 
     def write(self, history: EpochHistory, timeout: float = 30.0) -> None:

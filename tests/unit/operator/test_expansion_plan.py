@@ -277,3 +277,13 @@ def test_partitions_added_outside_ordo_are_reported_by_the_expansion_of_the_curr
     superseded = partitions_in_sync("t", 1, 6, again.publish({p: 5 for p in range(4)}))
     assert superseded is not None and superseded.status and superseded.reason == "Superseded"
     assert partitions_in_sync("t", None, 6, grown) is None and partitions_in_sync("t", 1, None, grown) is None
+
+
+def test_an_expansion_whose_history_would_outgrow_the_epoch_log_is_refused_up_front() -> None:
+    history = EpochHistory.initial(T, 10_000)
+    for _ in range(40):
+        count = history.active.partitions
+        history = history.begin_fence(count + 1).publish({p: 10**12 for p in range(count)})
+    step = plan_expansion(T, history.active.partitions + 1, 60, ExpansionState(), World(10_040, history))
+    assert (step.state.phase, step.effect, step.reason) == (P.FAILED, None, "HistoryTooLarge")
+    assert "grow the topic in fewer, larger steps" in step.message
