@@ -53,6 +53,7 @@ def run(bootstrap: str, topic: str, rows_per_partition: int) -> None:
                     if p in positions:
                         positions[p] = until
             if not work:
+                member.alive()  # working, only nothing to copy: keeps the partitions (maxIdleSeconds)
                 time.sleep(0.1)  # idle until the next assignment or new rows
     finally:
         member.close()  # releases the Lease: the partitions move at once

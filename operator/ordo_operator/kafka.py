@@ -112,10 +112,12 @@ class KafkaSide:
     def live_producers(self, topic: str) -> Mapping[str, ProducerReport]:
         """The producers of ``topic`` live now, judged from every report written before this
         call: a reader that lags would count a live producer as gone, and a fence would then not
-        wait for it (its records under the old partition count would land after the thresholds)."""
+        wait for it (its records under the old partition count would land after the thresholds).
+        A report's age is measured from when this operator read it, not from the producer's
+        wall-clock stamp (clock skew between machines would decide otherwise)."""
         if not self.registry.catch_up(self.timeout):
             raise TimeoutError(f"the producer registry is not read to its end: {self.registry.describe()}")
-        return self.registry.live(topic, int(time.time() * 1000))
+        return self.registry.live(topic)  # by arrival here: a producer's own clock may be off
 
     def _serve_logs(self) -> None:
         while not self._stop.wait(1.0):

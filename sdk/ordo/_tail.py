@@ -48,6 +48,7 @@ class CompactedTopicReader(Generic[V]):
         self.invalid_records = 0
         self.last_error: KafkaError | None = None  # the last error event of the reader's consumer
         self._values: dict[str, V] = {}
+        self._heard: dict[str, float] = {}  # key -> this process's monotonic time its value arrived
         self._listeners: list[Callable[[V], None]] = []
         self._changed = threading.Condition()
         self._end: int | None = None  # the high watermark catch_up() last read, for describe()
@@ -83,6 +84,12 @@ class CompactedTopicReader(Generic[V]):
     def snapshot(self) -> dict[str, V]:
         with self._changed:
             return dict(self._values)
+
+    def heard(self) -> dict[str, tuple[V, float]]:
+        """Every value with the ``time.monotonic()`` of this reader when it read it: an age by
+        this machine's clock alone, whatever clock the writer stamped into the value."""
+        with self._changed:
+            return {key: (value, self._heard[key]) for key, value in self._values.items()}
 
     def subscribe(self, listener: Callable[[V], None]) -> Callable[[], None]:
         """Call ``listener`` (on the reader thread) with every accepted value; returns an unsubscribe."""
@@ -198,6 +205,7 @@ class CompactedTopicReader(Generic[V]):
         if raw_value is None:  # a tombstone: the key is gone
             with self._changed:
                 self._values.pop(key, None)
+                self._heard.pop(key, None)
                 self._changed.notify_all()
             return
         try:
@@ -211,6 +219,7 @@ class CompactedTopicReader(Generic[V]):
                 self._refuse(raw_key, reason)
                 return
             self._values[key] = value
+            self._heard[key] = time.monotonic()
             self._version += 1
             listeners = list(self._listeners)
             self._changed.notify_all()

@@ -15,6 +15,7 @@ __all__ = [
     "ASSIGNMENT_ANNOTATION",
     "DEFAULT_CHECKPOINT_TOPIC",
     "DEFAULT_EPOCH_TOPIC",
+    "DEFAULT_MAX_IDLE_SECONDS",
     "DEFAULT_REGISTRY_TOPIC",
     "GROUP_LABEL",
     "MAX_CONTROL_RECORD_BYTES",
@@ -47,14 +48,27 @@ class ProtocolError(ValueError):
     """A record or annotation that does not follow ordo's protocol; says which and why."""
 
 
-class GroupSettings(BaseModel):
-    """What members take from the ProducerGroup's spec (they may not read the resource itself)."""
+DEFAULT_MAX_IDLE_SECONDS = 300
+"""A member that neither calls ``alive()`` nor commits a unit for this long gives its partitions up."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class GroupSettings(BaseModel):
+    """What members take from the ProducerGroup's spec (they may not read the resource itself).
+
+    Settings a member does not know are ignored, so an operator may add one before every member
+    is upgraded."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     session_timeout_seconds: int = Field(ge=1)
     exactly_once: bool
     checkpoint_topic: str = Field(min_length=1)
+    max_idle_seconds: int = Field(default=DEFAULT_MAX_IDLE_SECONDS, ge=1)
+
+    def same_producers(self, other: GroupSettings) -> bool:
+        """Whether the member's producers and checkpoint reader serve ``other`` as they are (the
+        timeouts can change under a running member; the mode and the checkpoint topic cannot)."""
+        return (self.exactly_once, self.checkpoint_topic) == (other.exactly_once, other.checkpoint_topic)
 
 
 class MemberAssignment(BaseModel):

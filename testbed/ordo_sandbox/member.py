@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                     _copy_unit(member, source, args, p, after, positions, lock) for p, after in owned
                 )
                 if not copied:
+                    member.alive()  # still working, only nothing new: keeps the partitions (maxIdleSeconds)
                     stop.wait(0.05)  # nothing new in the source: poll it again shortly
     finally:
         member.close()

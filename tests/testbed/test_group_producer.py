@@ -5,19 +5,34 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kubernetes.client import CoordinationV1Api
 
-from ordo.errors import CheckpointError, ConfigError, NotOwnedError, TransactionScopeError
+from ordo.errors import (
+    CheckpointError,
+    ConfigError,
+    NotOwnedError,
+    ProducerFencedError,
+    TransactionScopeError,
+)
 from ordo.group import GroupProducer, Rebalance
-from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GroupSettings, MemberAssignment
+from ordo.protocol import (
+    ACK_ANNOTATION,
+    ASSIGNMENT_ANNOTATION,
+    GroupSettings,
+    MemberAssignment,
+    transactional_id,
+)
 from ordo_testbed.kafka import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import consume, end_offsets
+from ordo_testbed.kube.apiserver import KubeApiServer
+from ordo_testbed.kube.faults import FaultProxy
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.pods import PodSet
 from ordo_testbed.waiting import wait_for
@@ -27,7 +42,13 @@ pytestmark = pytest.mark.testbed
 
 class Member:
     def __init__(
-        self, kafka: KafkaHandle, kube: Kube, epochs: str, registry: str, exactly_once: bool
+        self,
+        kafka: KafkaHandle,
+        kube: Kube,
+        epochs: str,
+        registry: str,
+        exactly_once: bool,
+        api_client: Any = None,
     ) -> None:
         self.kafka, self.kube = kafka, kube
         self.events: list[Rebalance] = []
@@ -41,16 +62,16 @@ class Member:
             namespace=kube.namespace,
             pod="member",
             group="g",
-            api_client=kube.api,
+            api_client=api_client or kube.api,
             listener=self.events.append,
             epoch_topic=epochs,
             registry_topic=registry,
         )
 
-    def assign(self, *partitions: int) -> None:
+    def assign(self, *partitions: int, settings: GroupSettings | None = None) -> None:
         self.generation += 1
         value = MemberAssignment(
-            group="g", generation=self.generation, partitions=partitions, settings=self.settings
+            group="g", generation=self.generation, partitions=partitions, settings=settings or self.settings
         ).to_annotation()
         self.kube.core.patch_namespaced_pod(
             "member", self.kube.namespace, {"metadata": {"annotations": {ASSIGNMENT_ANNOTATION: value}}}
@@ -61,6 +82,19 @@ class Member:
         lease = CoordinationV1Api(self.kube.api).read_namespaced_lease("member", self.kube.namespace)
         value = (lease.metadata.annotations or {}).get(ACK_ANNOTATION)  # type: ignore[union-attr]
         return int(value) if value is not None else None
+
+    def holder(self) -> str | None:
+        lease = CoordinationV1Api(self.kube.api).read_namespaced_lease("member", self.kube.namespace)
+        return lease.spec.holder_identity  # type: ignore[union-attr]
+
+    def commit(self, partition: int, checkpoint: str, value: bytes = b"x") -> None:
+        """One unit, committed, and its checkpoint readable by the member."""
+        with self.producer.transaction(partition) as tx:
+            tx.produce(self.topic, value, b"k")
+            tx.commit(checkpoint)
+        wait_for(
+            lambda: self.producer.checkpoint(partition) == checkpoint, 10, "the checkpoint to be readable"
+        )
 
     def committed(self, topic: str) -> list[Any]:
         consumer = Consumer(
@@ -197,3 +231,127 @@ def test_an_assignment_that_fails_to_apply_is_applied_again(member: Member, kafk
         tx.produce(member.topic, b"after", b"k")
         tx.commit("1")
     assert member.committed(member.topic) == [b"after"]
+
+
+def test_subscribe_hands_each_rebalance_with_the_whole_current_assignment(member: Member) -> None:
+    """The README's main loop: ``for change in member.subscribe()``. Each event carries the whole
+    map the member owns after it, with checkpoints, not only what changed (KIP-509's partitionmap)."""
+    followed: list[Rebalance] = []
+
+    def follow() -> None:
+        for change in member.producer.subscribe():
+            followed.append(change)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    member.assign(0, 1)
+    member.commit(0, "c0")
+    member.commit(1, "c1")
+    member.assign(1)
+    member.assign(0, 1)
+    wait_for(lambda: len(followed) == 3, 10, "subscribe() to hand over every event")
+    member.producer.close()
+    reader.join(10)
+    assert not reader.is_alive(), "subscribe() ends when the member closes"
+    assert followed == member.events, "subscribe() and the listener see the same events, in order"
+    assert [(e.assigned, e.revoked, e.assignment) for e in followed] == [
+        ({0: None, 1: None}, [], {0: None, 1: None}),
+        ({}, [0], {1: "c1"}),
+        ({0: "c0"}, [], {0: "c0", 1: "c1"}),
+    ]
+
+
+def test_a_fenced_partition_is_lost_and_the_rest_of_the_assignment_stays(
+    member: Member, kafka: KafkaHandle
+) -> None:
+    if not member.settings.exactly_once:
+        pytest.skip("transactions only: fencing is a Kafka transaction's")
+    member.assign(0, 1)
+    member.commit(1, "c1")
+    # another owner of source partition 0 (as after a handoff the member missed) fences this one
+    usurper = Producer(kafka.config(transactional_id=transactional_id(member.kube.namespace, "g", 0)))
+    usurper.init_transactions(30)
+    with (
+        pytest.raises(ProducerFencedError, match="another member took it over"),
+        member.producer.transaction(0) as tx,
+    ):
+        tx.produce(member.topic, b"late", b"k")
+        tx.commit("late")
+    lost = member.events[-1]
+    assert (lost.lost, lost.assigned, lost.revoked, lost.assignment) == ([0], {}, [], {1: "c1"})
+    assert member.producer.owned() == [1]
+    assert member.committed(member.topic) == [b"x"], "the fenced unit is not in Kafka"
+
+
+def test_a_member_that_cannot_renew_its_lease_loses_everything_and_takes_it_again(
+    kafka: KafkaHandle, kube: Kube, kube_server: KubeApiServer, pods: PodSet, log_topics: tuple[str, str]
+) -> None:
+    pods.start("member", [sys.executable, "-c", "import time; time.sleep(600)"])
+    with FaultProxy(kube_server) as proxy:  # the member talks to the API server through it
+        import kubernetes
+
+        config: Any = kubernetes.config
+        member = Member(
+            kafka, kube, *log_topics, exactly_once=True,
+            api_client=config.new_client_from_config(str(proxy.kubeconfig_path)),
+        )  # fmt: skip
+        try:
+            member.assign(0, 1)
+            member.commit(0, "c0")
+            away = proxy.faults.add(verb="update", resource="leases", namespace=kube.namespace, count=-1)
+            wait_for(lambda: member.events[-1].lost == [0, 1], 20, "the lost event (5 s session)")
+            assert member.events[-1].assignment == {}
+            assert away.hits >= 2 and not member.producer.alive()
+            with pytest.raises(NotOwnedError):
+                member.producer.transaction(0)
+            proxy.faults.clear()
+            # the Lease is renewed again and the annotation still names both partitions: it takes
+            # them again, with their checkpoints
+            wait_for(lambda: member.events[-1].assigned == {0: "c0", 1: None}, 20, "the partitions again")
+            assert member.events[-1].assignment == {0: "c0", 1: None}
+            assert member.producer.alive()
+            member.commit(1, "c1")
+        finally:
+            member.producer.close()
+
+
+def test_a_settings_change_restarts_the_members_partitions_under_the_new_settings(member: Member) -> None:
+    """exactlyOnce flipped under a member that owns partitions (the CRD refuses it; an older CRD
+    may not): it hands them back to itself and takes them again under the new mode, instead of
+    failing on every attempt to apply the assignment and never acknowledging it."""
+    member.assign(0)
+    member.commit(0, "1", b"before")
+    flipped = member.settings.model_copy(update={"exactly_once": not member.settings.exactly_once})
+    member.assign(0, settings=flipped)
+    wait_for(lambda: member.acked() == 2, 10, "the acknowledgement of generation 2")
+    handed_back, taken_again = member.events[-2:]
+    assert (handed_back.generation, handed_back.revoked, handed_back.assignment) == (2, [0], {})
+    assert (taken_again.generation, taken_again.assigned, taken_again.assignment) == (2, {0: "1"}, {0: "1"})
+    member.commit(0, "2", b"after")
+    assert member.committed(member.topic) == [b"before", b"after"]
+
+
+def test_a_member_idle_past_its_limit_gives_its_partitions_up_and_alive_brings_it_back(
+    member: Member,
+) -> None:
+    """No alive() and no committed unit for maxIdleSeconds: the member steps out (its Lease names no
+    holder, so the operator moves the partitions at once), its open unit cannot commit any more,
+    and the application hears ``lost``. alive() brings it back."""
+    idle = member.settings.model_copy(update={"max_idle_seconds": 2})
+    member.assign(0, 1, settings=idle)
+    hanging = member.producer.transaction(0)
+    hanging.produce(member.topic, b"late", b"k")  # then the copy loop hangs
+    wait_for(lambda: member.events[-1].lost == [0, 1], 15, "the lost event")
+    assert member.events[-1].assignment == {}
+    assert member.holder() is None, "the Lease names no holder: the operator moves the partitions"
+    with pytest.raises(NotOwnedError, match="maxIdleSeconds"):
+        hanging.commit("late")
+    if member.settings.exactly_once:
+        assert member.committed(member.topic) == [], "the hung unit was aborted"
+    assert member.committed(member.settings.checkpoint_topic) == [], "no checkpoint of the hung unit"
+
+    assert member.producer.alive() is False, "it was out; this call brings it back"
+    wait_for(lambda: member.holder() == "member", 10, "the Lease held again")
+    wait_for(lambda: member.events[-1].assigned == {0: None, 1: None}, 20, "the partitions again")
+    assert member.producer.alive()
+    member.commit(0, "1")

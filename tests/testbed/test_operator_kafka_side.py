@@ -65,3 +65,27 @@ def test_live_producers_are_judged_from_every_report_written_before_the_question
     finally:
         kafka.faults.remove(slow.id)
         side.close()
+
+
+@pytest.mark.parametrize("skew_ms", [-600_000, 600_000], ids=["clock-10-min-behind", "clock-10-min-ahead"])
+def test_a_producer_with_a_skewed_clock_is_judged_by_when_its_reports_arrive(
+    kafka: KafkaHandle, log_topics: tuple[str, str], skew_ms: int
+) -> None:
+    # Reports stamped by a clock 10 minutes off: behind, the wall-clock judgement counted a
+    # reporting producer as gone (a fence would not wait for its acknowledgement); ahead, it
+    # counted a dead one as live for 10 minutes. The operator's own receipt time decides.
+    epochs, registry = log_topics
+    side = KafkaSide(kafka.config(), OperatorConfig(epoch_topic=epochs, registry_topic=registry))
+    writer = Producer(kafka.config())
+    try:
+        report = ProducerReport(
+            producer_id="skewed", topics=("orders",), session_timeout_ms=3_000,
+            reported_at_ms=int(time.time() * 1000) + skew_ms,
+        )  # fmt: skip
+        writer.produce(registry, key=b"skewed", value=report.model_dump_json().encode())
+        assert writer.flush(10) == 0
+        assert set(side.live_producers("orders")) == {"skewed"}, "it just reported: live"
+        # no report since: gone once its 3 s session has passed by the operator's clock
+        wait_for(lambda: "skewed" not in side.live_producers("orders"), 15, "the silent producer to be gone")
+    finally:
+        side.close()

@@ -7,6 +7,7 @@ by the independent source verifier (read_committed) where data matters.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,9 @@ class Bed:
         finally:
             log.close()
 
-    def member(self, name: str, records: int = 200, batch: int = 10, rate: float = 20) -> Pod:
+    def member(
+        self, name: str, records: int = 200, batch: int = 10, rate: float = 20, extra: tuple[str, ...] = ()
+    ) -> Pod:
         argv = group_member_argv(
             self.kafka.bootstrap,
             self.topic,
@@ -64,7 +67,7 @@ class Bed:
             rate=rate,
             epoch_topic=self.epochs,
             registry_topic=self.registry,
-        )
+        ) + list(extra)
         pod = self.pods.start(name, argv, labels=LABELS, env={"ORDO_GROUP": GROUP}, grace=10)
         self.members.append(pod)
         return pod
@@ -177,6 +180,47 @@ def test_a_member_that_stops_heartbeating_loses_its_partitions_and_is_fenced(bed
     verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(4), 300))
     assert verdict.ok, verdict.summary() + "; " + "; ".join(verdict.examples)
     assert "m-1" in verdict.members, "the zombie did write before it was fenced"
+
+
+def test_a_member_whose_copy_loop_hangs_gives_its_partitions_up_and_its_late_unit_is_refused(
+    bed: Bed,
+) -> None:
+    """Liveness of the work, not of the process (KIP-509's alive()): the hung member's Lease thread
+    goes on, yet it gives its partitions up once idle past maxIdleSeconds; the other member
+    continues each from its last checkpoint, and the hung unit, committed late, is not in Kafka."""
+    max_idle, session = 4, 3
+    bed.group(4, maxIdleSeconds=max_idle, sessionTimeoutSeconds=session)
+    steady = bed.member("m-0", records=300, rate=20)
+    hung = bed.member("m-1", records=300, rate=20, extra=("--hang-at", "40", "--hang-seconds", "40"))
+    settled = bed.settled(2, 4)["generation"]
+    taken = bed.owners()["m-1"]
+    assert taken
+    wait_for(lambda: _printed(hung, "hung"), 60, "m-1's copy loop to hang")
+    hung_at = time.monotonic()
+    last_committed = bed.committed_checkpoints()  # m-1 commits nothing more: its loop hangs
+    wait_for(lambda: bed.owners().get("m-0") == [0, 1, 2, 3], 30, "m-0 to take everything")
+    took = time.monotonic() - hung_at
+    assert took <= max_idle + session + 5, f"the partitions moved {took:.1f}s after the hang"
+    assert any(sorted(e["lost"]) == taken for e in rebalances(hung)), "m-1 was told it lost them"
+    handed = wait_for(
+        lambda: next((e for e in rebalances(steady) if e["generation"] > settled and e["assigned"]), None),
+        30,
+        "m-0's event taking them",
+    )
+    assert handed is not None
+    assert handed["assigned"] == {str(p): last_committed.get(p) for p in taken}, (
+        "m-0 continues each taken partition from its last committed checkpoint"
+    )
+    wait_for(lambda: _printed(hung, "dropped"), 60, "m-1 to wake up and be refused its late commit")
+    wait_for(lambda: _checkpoints(bed) == dict.fromkeys(range(4), "300"), 120, "the copy to finish")
+    verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(4), 300))
+    assert verdict.ok, verdict.summary() + "; " + "; ".join(verdict.examples)
+
+
+def _printed(pod: Pod, event: str) -> bool:
+    return any(
+        json.loads(line).get("event") == event for line in pod.stdout().splitlines() if line.startswith("{")
+    )
 
 
 def test_a_graceful_leave_moves_partitions_without_waiting_for_the_session(bed: Bed) -> None:

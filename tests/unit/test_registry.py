@@ -17,8 +17,8 @@ def test_round_trip_and_liveness() -> None:
     report = _report(fenced={"orders": 3})
     parsed = parse_report(b"p-1", report.model_dump_json().encode())
     assert parsed == report
-    assert report.live(1_010_000) and not report.live(1_010_001)
-    assert not _report(closed=True).live(1_000_000)
+    assert report.live(heard_at=50.0, now=60.0) and not report.live(heard_at=50.0, now=60.001)
+    assert not _report(closed=True).live(heard_at=50.0, now=50.0)
     assert parse_report(b"p-1", None) is None, "a tombstone is no report"
 
 
@@ -42,9 +42,18 @@ def test_invalid_records_are_refused_with_the_record_named(key: bytes, value: by
 
 
 def test_live_reports_of_a_topic() -> None:
-    reports = [
-        _report(),
-        _report(producer_id="p-2", topics=("other",)),
-        _report(producer_id="p-3", reported_at_ms=0),
+    heard = [
+        (_report(), 100.0),
+        (_report(producer_id="p-2", topics=("other",)), 100.0),
+        (_report(producer_id="p-3"), 80.0),  # received 20 s ago, session 10 s
     ]
-    assert list(live_reports(reports, "orders", 1_000_500)) == ["p-1"]
+    assert list(live_reports(heard, "orders", 100.5)) == ["p-1"]
+
+
+@pytest.mark.parametrize("skew_ms", [-600_000, 600_000], ids=["clock-10-min-behind", "clock-10-min-ahead"])
+def test_liveness_is_judged_by_arrival_not_by_the_producers_clock(skew_ms: int) -> None:
+    """A producer's wall clock 10 minutes off changes nothing: only when its report arrived counts."""
+    wall_now_ms = 1_700_000_000_000
+    report = _report(reported_at_ms=wall_now_ms + skew_ms)  # session 10 s
+    assert list(live_reports([(report, 500.0)], "orders", now=505.0)) == ["p-1"], "received 5 s ago"
+    assert list(live_reports([(report, 500.0)], "orders", now=511.0)) == [], "nothing for 11 s"

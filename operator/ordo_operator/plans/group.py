@@ -62,6 +62,7 @@ def settings_of(spec: ProducerGroupSpec) -> GroupSettings:
         session_timeout_seconds=spec.session_timeout_seconds,
         exactly_once=spec.exactly_once,
         checkpoint_topic=spec.checkpoint_topic,
+        max_idle_seconds=spec.max_idle_seconds,
     )
 
 
@@ -107,7 +108,11 @@ def plan_group(
     pods = list(pods)
     settings = settings_of(spec)
     members, invalid = _members(group, pods, leases, now, timedelta(seconds=spec.session_timeout_seconds))
-    generation = max([generation] + [m.assignment.generation for m in members if m.assignment])
+    # above every generation a member acknowledged too: a group deleted and created again (to
+    # change exactlyOnce) finds Leases acknowledging the old group's generations, and a new
+    # generation at or below those would count as acknowledged before the member saw it
+    acked = [lease.acked for lease in leases.values() if lease.acked is not None]
+    generation = max([generation, *acked] + [m.assignment.generation for m in members if m.assignment])
     live = [m for m in members if m.live]
     try:
         plan = plan_handoff(group, spec.source_partitions, members, generation, spec.assignment)

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from ..assignment import Strategy
-from ..protocol import DEFAULT_CHECKPOINT_TOPIC
+from ..protocol import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_MAX_IDLE_SECONDS
 from .common import (
     TOPIC_PATTERN,
     Condition,
@@ -28,6 +28,20 @@ EMPTY_SELECTOR = Validation(
     "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
     message="an empty selector would select every pod in the namespace: give the member pods' labels "
     "in matchLabels or matchExpressions",
+)
+# Members open their producers (transactional or idempotent) and their checkpoint reader for these
+# two settings; switching them under members that own partitions would cut units in half.
+RECREATE_TO_CHANGE = (
+    "delete the ProducerGroup (members give their partitions up; the checkpoints stay in Kafka) "
+    "and create it again with the new value"
+)
+FIXED_EXACTLY_ONCE = Validation(
+    rule="self == oldSelf", message=f"exactlyOnce cannot change on a live group: {RECREATE_TO_CHANGE}"
+)
+FIXED_CHECKPOINT_TOPIC = Validation(
+    rule="self == oldSelf",
+    message="checkpointTopic cannot change on a live group (every source partition would restart "
+    f"without its checkpoint): {RECREATE_TO_CHANGE}, which starts afresh from the new topic",
 )
 
 
@@ -51,14 +65,25 @@ class ProducerGroupSpec(Model):
         default=Strategy.STICKY,
         description="sticky (fewest moves, default), range or roundRobin.",
     )
+    max_idle_seconds: int = Field(
+        default=DEFAULT_MAX_IDLE_SECONDS,
+        ge=1,
+        le=86_400,
+        description="A member that owns partitions and neither calls alive() nor commits a unit for "
+        "this long (a hung copy loop, Kafka out of reach) gives them up and they move to other "
+        "members; like a consumer's max.poll.interval.ms. May change on a live group.",
+    )
     checkpoint_topic: str = Field(
         default=DEFAULT_CHECKPOINT_TOPIC,
         pattern=TOPIC_PATTERN,
-        description="Compacted topic holding each source partition's restart checkpoint.",
+        description="Compacted topic holding each source partition's restart checkpoint. Fixed once created.",
+        json_schema_extra={"x-kubernetes-validations": [FIXED_CHECKPOINT_TOPIC.as_schema()]},
     )
     exactly_once: bool = Field(
         default=True,
-        description="Write data and checkpoint in one Kafka transaction per source partition.",
+        description="Write data and checkpoint in one Kafka transaction per source partition. "
+        "Fixed once created.",
+        json_schema_extra={"x-kubernetes-validations": [FIXED_EXACTLY_ONCE.as_schema()]},
     )
     kafka: KafkaConnection | None = Field(
         default=None, description="Kafka connection; the operator's default when absent."

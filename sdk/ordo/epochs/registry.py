@@ -4,10 +4,15 @@ Key: the producer id. Value: the producer's latest report. The operator reads it
 producers are live and which acknowledged a fence; the SDK ignores records that fail validation
 (anyone with write access to the topic could write garbage), and so does the operator, with a log
 line naming the record.
+
+Liveness is judged by when the reader *received* a report, on its own monotonic clock, never by the
+wall-clock stamp in the report: a producer whose clock is minutes off would otherwise be counted
+gone while it reports (and a fence would not wait for it) or live long after it died.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -16,6 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .._tail import CompactedTopicReader
 
 __all__ = ["ProducerRegistry", "ProducerReport", "RegistryError", "live_reports", "parse_report"]
+
+HeardReport = tuple["ProducerReport", float]
+"""A report and the reader's ``time.monotonic()`` when it arrived."""
 
 
 class RegistryError(ValueError):
@@ -34,11 +42,15 @@ class ProducerReport(BaseModel):
     epochs: dict[str, int] = Field(default_factory=dict, description="topic → epoch it produces with.")
     fenced: dict[str, int] = Field(default_factory=dict, description="topic → fence epoch it acknowledged.")
     session_timeout_ms: int = Field(ge=100, le=3_600_000)
-    reported_at_ms: int = Field(ge=0, description="Wall-clock time of the report (Unix ms).")
+    reported_at_ms: int = Field(
+        ge=0, description="The producer's wall-clock time of the report (Unix ms), for people only."
+    )
     closed: bool = Field(default=False, description="The producer closed cleanly and is gone.")
 
-    def live(self, now_ms: int) -> bool:
-        return not self.closed and now_ms - self.reported_at_ms <= self.session_timeout_ms
+    def live(self, heard_at: float, now: float) -> bool:
+        """Live if not closed and received within its session, both times on the reader's
+        monotonic clock."""
+        return not self.closed and now - heard_at <= self.session_timeout_ms / 1000
 
 
 def parse_report(key: bytes | None, value: bytes | None) -> ProducerReport | None:
@@ -54,9 +66,9 @@ def parse_report(key: bytes | None, value: bytes | None) -> ProducerReport | Non
     return report
 
 
-def live_reports(reports: Iterable[ProducerReport], topic: str, now_ms: int) -> Mapping[str, ProducerReport]:
-    """The live producers of ``topic``, by id."""
-    return {r.producer_id: r for r in reports if topic in r.topics and r.live(now_ms)}
+def live_reports(heard: Iterable[HeardReport], topic: str, now: float) -> Mapping[str, ProducerReport]:
+    """The live producers of ``topic``, by id, judged at ``now`` (the reader's monotonic clock)."""
+    return {r.producer_id: r for r, at in heard if topic in r.topics and r.live(at, now)}
 
 
 class ProducerRegistry(CompactedTopicReader[ProducerReport]):
@@ -67,5 +79,9 @@ class ProducerRegistry(CompactedTopicReader[ProducerReport]):
         assert report is not None  # tombstones never reach parse
         return report
 
-    def live(self, topic: str, now_ms: int) -> Mapping[str, ProducerReport]:
-        return live_reports(self.snapshot().values(), topic, now_ms)
+    def live(self, topic: str) -> Mapping[str, ProducerReport]:
+        """The producers of ``topic`` whose latest report this reader received within their
+        session. A reader that just started received everything now: a producer that died
+        silently counts as live for one more session (a fence waits longer; it never skips a
+        producer that reports)."""
+        return live_reports(self.heard().values(), topic, time.monotonic())

@@ -3,7 +3,8 @@
 Downlink: the operator writes the member's assignment into its own pod's annotation; a watch on
 that one pod (field selector on its name) delivers it. Uplink: the member renews a Lease named
 after its pod, whose annotation acknowledges the generations it has completed. Releasing the
-Lease (no holder) tells the operator the member is gone, so its partitions move at once.
+Lease (no holder) tells the operator the member is gone, so its partitions move at once; a member
+that steps out (idle past its limit) does the same but keeps watching, and steps in again later.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def _micro_time(at: float) -> str:
 class Membership:
     """Watches this pod's assignment and keeps its Lease; ``on_assignment`` is called on the
     watch thread with every newer assignment (None when the annotation is removed), ``on_lost``
-    when the Lease could not be renewed within the session (the member must stop producing)."""
+    when the Lease could not be renewed within the session (the member must stop producing).
+    Once the Lease is held again (renewed after a loss, or ``step_in``), the current assignment
+    is applied again: the member dropped what it owned meanwhile."""
 
     def __init__(
         self,
@@ -66,6 +69,7 @@ class Membership:
         self._renew_now = threading.Event()
         self._last_renewed = time.monotonic()
         self._lost = False
+        self._holding = True  # False while stepped out: the Lease names no holder
         self._generation = -1
         self._had_assignment = False
         try:
@@ -104,6 +108,26 @@ class Membership:
     def lost(self) -> bool:
         return self._lost
 
+    def step_out(self) -> None:
+        """Give the Lease up (no holder) but stay: acknowledgements go on, renewals stop, so the
+        operator counts this member gone and moves its partitions at once."""
+        with self._lock:
+            self._holding = False
+        try:
+            self._renew()
+        except ApiException as error:  # then the Lease just expires: the session covers it
+            _log.warning("member %s: cannot release its Lease: %s", self.pod, error.reason)
+
+    def step_in(self) -> None:
+        """Hold the Lease again (on the renewal thread, at once) and apply the current assignment
+        again."""
+        with self._lock:
+            if self._holding:
+                return
+            self._holding = True
+        self._reapply()
+        self._renew_now.set()
+
     def release(self) -> None:
         """Leave the group: the Lease keeps its acknowledgement but names no holder."""
         self._stop.set()
@@ -114,11 +138,20 @@ class Membership:
             _log.warning("member %s: cannot release its Lease: %s", self.pod, error.reason)
 
     def _renew(self) -> None:
-        self._write_lease(holder=self.pod)
+        with self._lock:
+            holding = self._holding
+        self._write_lease(holder=self.pod if holding else None)
+        if not holding:
+            return
         self._last_renewed = time.monotonic()
         if self._lost:
-            _log.warning("member %s: its Lease is renewed again", self.pod)
+            _log.warning("member %s: its Lease is renewed again; taking its assignment again", self.pod)
             self._lost = False
+            self._reapply()
+
+    def _reapply(self) -> None:
+        """The watch's next listing (within WATCH_SECONDS) applies the current assignment again."""
+        self._generation = -1
 
     def _write_lease(self, holder: str | None) -> None:
         name = lease_name(self.pod)
@@ -169,8 +202,12 @@ class Membership:
             interval = session / 3 if session else DEFAULT_RENEW_SECONDS
             self._renew_now.wait(interval)
             self._renew_now.clear()
+            with self._lock:
+                holding = self._holding
             if self._stop.is_set():
                 return
+            if not holding:
+                continue  # stepped out: nothing to renew
             try:
                 self._renew()
             except Exception as error:  # the API is away: keep trying until the session ends

@@ -5,6 +5,10 @@ the application what it got (with each partition's last checkpoint) and what it 
 each source partition's data with its checkpoint. A revoked partition accepts no new transaction;
 once its open transaction ended (or the session's time is up) its producer is closed and the
 generation acknowledged, and only then does the operator hand the partition to another member.
+
+A member that owns partitions and neither calls ``alive()`` nor commits a unit within the group's
+``maxIdleSeconds`` steps out: it aborts its open units, gives its Lease up and tells the
+application its partitions are lost; the operator moves them at once. ``alive()`` brings it back.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ..errors import ConfigError, NotOwnedError, ProducerClosedError, Transactio
 from ..ordered_producer import OrderedProducer
 from ..protocol import GroupSettings, MemberAssignment, transactional_id
 from .checkpoints import DEFAULT_CHECKPOINT_TOPIC, CheckpointLog, ensure_checkpoint_topic
+from .idle import IdleClock
 from .membership import Membership
 from .transaction import SourceTransaction
 
@@ -45,7 +50,7 @@ Listener = Callable[["Rebalance"], None]
 
 @dataclass(frozen=True)
 class Rebalance:
-    """What changed for this member in one assignment generation."""
+    """What changed for this member in one assignment generation, and where it stands now."""
 
     generation: int
     assigned: dict[int, str | None] = field(default_factory=dict)
@@ -53,7 +58,11 @@ class Rebalance:
     revoked: list[int] = field(default_factory=list)
     """Source partitions handed back; they accept no new transaction."""
     lost: list[int] = field(default_factory=list)
-    """Source partitions taken away without a handoff: fenced by a new owner, or the session lost."""
+    """Source partitions taken away without a handoff: fenced by a new owner, the Lease lost, or
+    the member idle past the group's ``maxIdleSeconds``."""
+    assignment: dict[int, str | None] = field(default_factory=dict)
+    """Every source partition this member owns after the event → its last committed checkpoint
+    (KIP-509's partition map): the whole current map, not only what changed."""
 
 
 @dataclass
@@ -116,9 +125,13 @@ class GroupProducer:
         self._shared: OrderedProducer | None = None  # at-least-once: one idempotent producer
         self._events: queue.Queue[Rebalance] = queue.Queue()
         self._closed = False
+        self._idle = IdleClock(DEFAULT_SETTINGS.max_idle_seconds)
+        self._stepped_out = False  # idle past the limit: Lease given up until alive() is called
         self._membership = Membership(
             api_client, namespace, pod, group, on_assignment=self._on_assignment, on_lost=self._on_lost
         )
+        self._idle_watch = threading.Thread(target=self._watch_idle, name="ordo-idle-watch", daemon=True)
+        self._idle_watch.start()
 
     @classmethod
     def from_env(
@@ -166,8 +179,18 @@ class GroupProducer:
             return sorted(p for p, s in self._slots.items() if not s.revoking)
 
     def alive(self) -> bool:
-        """KIP-509's heartbeat call: heartbeats are automatic (the Lease); this says whether the
-        member still holds its session."""
+        """KIP-509's alive call: the application says it is still working. Call it where the copy
+        loop waits for new source data; a member that owns partitions and neither calls it nor
+        commits a unit within the group's ``maxIdleSeconds`` gives them up (a ``lost`` event).
+        Returns whether the member holds its session; False also when it had stepped out for
+        idleness: this call brings it back, and its partitions come with a later event."""
+        with self._lock:
+            self._idle.touch(time.monotonic())
+            stepped_out, self._stepped_out = self._stepped_out, False
+        if stepped_out and not self._closed:
+            _log.warning("member %s: alive() again after stepping out for idleness; rejoining", self.pod)
+            self._membership.step_in()
+            return False
         return not self._closed and not self._membership.lost
 
     def checkpoint(self, source_partition: int) -> str | None:
@@ -214,6 +237,7 @@ class GroupProducer:
             self._closed = True
             for slot in self._slots.values():
                 slot.revoking = True
+            self._lock.notify_all()  # the idle watch ends
         self._await_idle(list(self._slots), timeout)
         with self._lock:
             slots, self._slots = dict(self._slots), {}
@@ -245,64 +269,94 @@ class GroupProducer:
             return
         target = set(assignment.partitions) if assignment is not None else set()
         settings = (assignment.settings if assignment else None) or self._settings or DEFAULT_SETTINGS
-        self._adopt(settings)
+        generation = assignment.generation if assignment else self._generation
+        # exactlyOnce or checkpointTopic changed (the CRD refuses that; an older CRD may not):
+        # this member's producers cannot serve the new settings, so it hands its partitions back
+        # to itself, as in a revocation, and takes them again under the new settings
+        restart = self._settings is not None and not settings.same_producers(self._settings)
+        if restart:
+            _log.warning(
+                "member %s: the group's settings changed (%s); restarting its partitions under them",
+                self.pod,
+                settings,
+            )
         with self._lock:
-            revoked = sorted(p for p in self._slots if p not in target)
+            if self._stepped_out:
+                target = set()  # it takes nothing until alive() brings it back
+            revoked = sorted(p for p in self._slots if p not in target or restart)
             for p in revoked:
                 self._slots[p].revoking = True
         self._await_idle(revoked, settings.session_timeout_seconds)
         with self._lock:
             gone = [self._slots.pop(p) for p in revoked if p in self._slots]
+            self._owned_changed()
         self._close_producers(gone, 10)
+        if restart and revoked:
+            self._deliver(Rebalance(generation, revoked=revoked, assignment=self._current()))
+            revoked = []
+        log = self._adopt(settings)
         with self._lock:
             assigned = sorted(p for p in target if p not in self._slots)
         producers = self._open_producers(assigned, settings)
-        log = self._checkpoints
-        assert log is not None
         # The new owner's transactional producers are initialised (any transaction left open by
-        # the previous owner is aborted), so the checkpoint topic can be read to its end now.
-        while assigned and not log.catch_up(settings.session_timeout_seconds):
+        # the previous owner is aborted), so the checkpoint topic can be read to its end now; also
+        # when only kept partitions are left: the event shows their latest checkpoints too.
+        while (assigned or self.owned()) and not log.catch_up(settings.session_timeout_seconds):
             if self._closed:
                 return
             _log.warning("member %s: checkpoint topic not read to its end yet; waiting", self.pod)
         with self._lock:
+            unused = dict(producers) if self._stepped_out else {}  # stepped out meanwhile
             for p, producer in producers.items():
-                self._slots[p] = _Slot(producer)
+                if p not in unused:
+                    self._slots[p] = _Slot(producer)
+            self._owned_changed()
             if assignment is not None:
                 self._generation = assignment.generation
+        self._close_producers(_Slot(producer) for producer in unused.values())
+        assigned = [p for p in assigned if p not in unused]
         event = Rebalance(
-            generation=assignment.generation if assignment else self._generation,
+            generation=generation,
             assigned={p: self.checkpoint(p) for p in assigned},
             revoked=revoked,
+            assignment=self._current(),
         )
         self._deliver(event)
         if assignment is not None:
             self._membership.ack(assignment.generation)
 
-    def _adopt(self, settings: GroupSettings) -> None:
-        """Take the group's settings (from the first assignment); later changes need a restart."""
-        if self._settings is not None:
-            if settings != self._settings:
-                _log.warning(
-                    "member %s: the group's settings changed (%s); restart the member to apply them",
-                    self.pod,
-                    settings,
-                )
-            return
-        self._settings = settings
+    def _adopt(self, settings: GroupSettings) -> CheckpointLog:
+        """Take the group's settings: the timeouts at once; the mode and the checkpoint topic by
+        opening the checkpoint reader (and dropping the producers of the old ones: the caller
+        handed their partitions back first)."""
+        with self._lock:
+            self._idle.limit = settings.max_idle_seconds
+            self._lock.notify_all()  # the idle watch computes its deadline again
+        log = self._checkpoints
+        if self._settings is not None and log is not None and settings.same_producers(self._settings):
+            self._settings = settings
+            return log
+        if self._shared is not None:
+            self._shared.close(10)
+            self._shared = None
+        if log is not None:
+            log.close()
         try:
             ensure_checkpoint_topic(self._admin, settings.checkpoint_topic)
         finally:
             drain(self._admin)
-        self._checkpoints = CheckpointLog(self._kafka, settings.checkpoint_topic)
-        if not settings.exactly_once:
-            self._shared = self._ordered_producer(
-                {**self._kafka, "enable.idempotence": True}, f"{self.namespace}/{self.pod}"
-            )
+        self._checkpoints = log = CheckpointLog(self._kafka, settings.checkpoint_topic)
+        self._settings = settings
+        return log
 
     def _open_producers(self, partitions: list[int], settings: GroupSettings) -> dict[int, OrderedProducer]:
         if not settings.exactly_once:
-            assert self._shared is not None
+            if not partitions:
+                return {}
+            if self._shared is None:  # at-least-once: one idempotent producer for every partition
+                self._shared = self._ordered_producer(
+                    {**self._kafka, "enable.idempotence": True}, f"{self.namespace}/{self.pod}"
+                )
             return dict.fromkeys(partitions, self._shared)
 
         def open_one(p: int) -> OrderedProducer:
@@ -354,19 +408,67 @@ class GroupProducer:
                     "member %s: abort of source partition %d failed: %s", self.pod, tx.partition, error
                 )
 
-    def _close_producers(self, slots: Iterable[_Slot], timeout: float) -> None:
+    def _close_producers(self, slots: Iterable[_Slot], timeout: float = 5.0) -> None:
         for slot in slots:
             if slot.producer is not self._shared:
                 slot.producer.close(timeout)
 
     def _on_lost(self) -> None:
         """The Lease expired under us: the operator may already have moved everything."""
+        self._give_up_everything("its Lease was not renewed within the session")
+
+    def _give_up_everything(self, reason: str) -> None:
+        """Stop at once: no unit of any partition may commit now (late writes are refused here
+        and, exactly-once, aborted and fenced in Kafka), then tell the application."""
         with self._lock:
             lost, slots = sorted(self._slots), list(self._slots.values())
             self._slots = {}
-        self._close_producers(slots, 5)
+            self._owned_changed()
+            for slot in slots:
+                if slot.open is not None:
+                    slot.open._withdraw(reason)
         if lost:
-            self._deliver(Rebalance(self._generation, lost=lost))
+            _log.error("member %s: gives up source partitions %s: %s", self.pod, lost, reason)
+            self._deliver(Rebalance(self._generation, lost=lost, assignment=self._current()))
+        self._abort_open(slots)  # no next owner may come soon: read_committed readers must not wait
+        self._close_producers(slots)
+
+    # -- the idle limit (on its own thread) --------------------------------------------------
+
+    def _watch_idle(self) -> None:
+        with self._lock:
+            while not self._closed:
+                left = self._idle.left(time.monotonic())
+                if left is not None and left <= 0:
+                    self._idle.stop()
+                    self._stepped_out = True
+                    self._lock.release()
+                    try:
+                        self._step_out()
+                    finally:
+                        self._lock.acquire()
+                    continue
+                self._lock.wait(left)
+
+    def _step_out(self) -> None:
+        limit = self._idle.limit
+        self._membership.step_out()  # first: the operator moves the partitions at once
+        self._give_up_everything(
+            f"no alive() call and no committed unit for {limit:g}s (the group's maxIdleSeconds); "
+            "alive() brings the member back"
+        )
+
+    def _owned_changed(self) -> None:
+        """Under the lock: the idle clock runs while the member owns partitions."""
+        if self._slots:
+            self._idle.start(time.monotonic())
+        else:
+            self._idle.stop()
+        self._lock.notify_all()
+
+    def _current(self) -> dict[int, str | None]:
+        """Every partition owned now → its last committed checkpoint."""
+        return {p: self.checkpoint(p) for p in self.owned()}
 
     def _deliver(self, event: Rebalance) -> None:
         self._events.put(event)
@@ -396,23 +498,25 @@ class GroupProducer:
                     "transaction; nothing more of it can be written"
                 )
 
-    def _transaction_ended(self, partition: int, tx: SourceTransaction) -> None:
+    def _transaction_ended(self, partition: int, tx: SourceTransaction, committed: bool) -> None:
         with self._lock:
             slot = self._slots.get(partition)
             if slot is not None and slot.open is tx:
                 slot.open = None
+                if committed:
+                    self._idle.touch(time.monotonic())
             self._lock.notify_all()
 
     def _drop(self, partition: int, reason: str) -> None:
         """A fenced producer: the partition is gone from this member at once."""
         with self._lock:
             slot = self._slots.pop(partition, None)
-            self._lock.notify_all()
+            self._owned_changed()
         if slot is None:
             return
         _log.warning("member %s: source partition %d dropped: %s", self.pod, partition, reason)
         threading.Thread(target=slot.producer.close, args=(2.0,), daemon=True).start()
-        self._deliver(Rebalance(self._generation, lost=[partition]))
+        self._deliver(Rebalance(self._generation, lost=[partition], assignment=self._current()))
 
     def _await_idle(self, partitions: list[int], timeout: float) -> None:
         """Wait until no transaction is open on ``partitions`` (at most ``timeout``)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ..errors import CheckpointError, DeliveryError, ProducerFencedError, TransactionScopeError
+from ..errors import CheckpointError, DeliveryError, NotOwnedError, ProducerFencedError, TransactionScopeError
 from ..protocol import checkpoint_key
 from .checkpoints import Checkpoint
 
@@ -35,7 +35,7 @@ class _Member(Protocol):
 
     def _check_still_owned(self, partition: int, tx: SourceTransaction) -> None: ...
 
-    def _transaction_ended(self, partition: int, tx: SourceTransaction) -> None: ...
+    def _transaction_ended(self, partition: int, tx: SourceTransaction, committed: bool) -> None: ...
 
     def _drop(self, partition: int, reason: str) -> None: ...
 
@@ -71,6 +71,7 @@ class SourceTransaction:
         self._outstanding = 0  # at-least-once: records of this unit not yet acknowledged
         self._failed: list[KafkaError] = []
         self._acked = threading.Condition()
+        self._withdrawn: str | None = None  # why the member took the partition away mid-unit
 
     def __enter__(self) -> SourceTransaction:
         return self
@@ -126,7 +127,7 @@ class SourceTransaction:
                 self._commit_transaction(timeout)
             except KafkaException as error:
                 raise self._failure(error) from error
-            self._end()
+            self._end(committed=True)
             return
         self._await_acks(timeout)
         if self._failed:
@@ -138,7 +139,7 @@ class SourceTransaction:
         outcome: list[KafkaError | None] = []
         raw.produce(self._checkpoint_topic, record, key, 0, on_delivery=lambda e, _m: outcome.append(e))
         raw.flush(timeout)
-        self._end()
+        self._end(committed=bool(outcome) and outcome[0] is None)
         if not outcome or outcome[0] is not None:
             raise DeliveryError(
                 f"the checkpoint of source partition {self.partition} was not written: "
@@ -177,16 +178,26 @@ class SourceTransaction:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _withdraw(self, reason: str) -> None:
+        """The member gave the partition up mid-unit (called under its lock, so it only marks):
+        every later call of this unit raises NotOwnedError; the member aborts the unit itself."""
+        self._withdrawn = reason
+
     def _check_open(self) -> None:
+        if self._withdrawn is not None:
+            raise NotOwnedError(
+                f"source partition {self.partition} was taken from member {self._group.pod} during the "
+                f"transaction ({self._withdrawn}); nothing of this unit is committed"
+            )
         if self._finished:
             raise TransactionScopeError(
                 f"the transaction of source partition {self.partition} is already committed or aborted"
             )
         self._group._check_still_owned(self.partition, self)
 
-    def _end(self) -> None:
+    def _end(self, committed: bool = False) -> None:
         self._finished = True
-        self._group._transaction_ended(self.partition, self)
+        self._group._transaction_ended(self.partition, self, committed)
 
     def _failure(self, error: KafkaException) -> Exception:
         """Map a Kafka error: fenced → drop the partition; abortable → abort; else as it is."""
@@ -194,7 +205,7 @@ class SourceTransaction:
         if is_fenced(kafka_error):
             self._finished = True
             self._group._drop(self.partition, str(kafka_error))
-            self._group._transaction_ended(self.partition, self)
+            self._group._transaction_ended(self.partition, self, False)
             return ProducerFencedError(
                 f"source partition {self.partition}: another member took it over ({kafka_error}); "
                 "stop producing it, its data since the last checkpoint was not committed"

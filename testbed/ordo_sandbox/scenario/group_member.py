@@ -4,7 +4,9 @@ Source partition p holds records 0..N-1; the member writes them in units of ``--
 each unit committed with the checkpoint "next record to copy", so a restarted or new owner
 continues where the last committed unit ended. Records are keyed ``src-<p>`` (one Kafka partition
 per source partition) with value ``{"p": p, "seq": i, "member": pod}``. Prints one JSON line per
-rebalance event; SIGTERM closes the member (releasing its Lease).
+rebalance event; SIGTERM closes the member (releasing its Lease). With ``--hang-at``, the copy loop
+hangs once, inside the unit that would copy that record, before committing it (the Lease thread
+goes on: only ``maxIdleSeconds`` notices).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 from ordo.errors import NotOwnedError, OrdoError, ProducerFencedError
@@ -31,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="transactions per second (0: unpaced)")
     parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
     parser.add_argument("--registry-topic", default=DEFAULT_REGISTRY_TOPIC)
+    parser.add_argument("--hang-at", type=int, help="hang once in the unit that copies this record")
+    parser.add_argument("--hang-seconds", type=float, default=60.0, help="how long it hangs")
     args = parser.parse_args(argv)
+    hang_at: int | None = args.hang_at
 
     stop = stop_on_signals()
     pod = os.environ.get("POD_NAME", "?")
@@ -62,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             with lock:
                 work = sorted((p, n) for p, n in positions.items() if n < args.records)
             if not work:
+                member.alive()  # nothing to copy, but working: keeps the partitions (maxIdleSeconds)
                 stop.wait(0.05)  # idle until an assignment arrives (a program's idle loop)
                 continue
             for p, start in work:
@@ -71,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
                         for seq in range(start, end):
                             value = json.dumps({"p": p, "seq": seq, "member": pod})
                             tx.produce(args.topic, value.encode(), f"src-{p}".encode())
+                        if hang_at is not None and start <= hang_at < end:
+                            hang_at = None
+                            print(json.dumps({"event": "hung", "partition": p, "seq": start}), flush=True)
+                            time.sleep(args.hang_seconds)  # the hang itself: no alive(), no commit
                         tx.commit(str(end))
                 except (NotOwnedError, ProducerFencedError) as error:
                     print(json.dumps({"event": "dropped", "partition": p, "why": str(error)}), flush=True)

@@ -103,3 +103,20 @@ def test_malformed_annotations_and_other_groups_are_reported_not_trusted() -> No
     step = plan_group("g", SPEC, [garbled, other], {"a": _lease("a"), "b": _lease("b")}, NOW, 0)
     assert len(step.invalid_annotations) == 1 and "malformed" in step.invalid_annotations[0]
     assert sorted(p for a in step.writes.values() for p in a.partitions) == [0, 1, 2, 3]
+
+
+def test_a_group_created_again_numbers_its_generations_above_what_leases_acknowledged() -> None:
+    """Deleting a group (to change exactlyOnce) leaves the members' Leases acknowledging its
+    generations; the new group's first handoff must not count as acknowledged before it is."""
+    pods = [_pod("a"), _pod("b")]
+    leases = {"a": _lease("a", acked=7), "b": _lease("b", acked=5)}
+    step = plan_group("g", SPEC, pods, leases, NOW, 0)
+    assert step.generation == 8
+    assert not step.settled, "no member has acknowledged generation 8 yet"
+
+
+def test_max_idle_seconds_reaches_the_members() -> None:
+    spec = SPEC.model_copy(update={"max_idle_seconds": 42})
+    step = plan_group("g", spec, [_pod("a")], {"a": _lease("a")}, NOW, 0)
+    settings = step.writes["a"].settings
+    assert settings is not None and settings.max_idle_seconds == 42
