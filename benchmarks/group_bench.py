@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,14 @@ from ordo_testbed.pods import Pod, PodSet
 from ordo_testbed.resources import Groups
 from ordo_testbed.waiting import wait_for
 
-from ._plot import HERE, rates, timeline_png
+from ._plot import HERE, rates
 from ._result import Result
 from ._testbed import full_testbed
 
 SESSION = 3
+STEADY = 2.0  # seconds a joined member writes before its signal
+BUCKET = 0.2  # seconds per point of the handoff timeline
+UNITS_PER_S = 20  # the members' --rate
 ROUNDS = 3
 TRANSACTION_SIZES = (10, 100, 1_000)  # records per transaction
 ROUNDS_EOS = 5
@@ -89,8 +93,26 @@ def _member(pods: PodSet, name: str, bootstrap: str, topic: str) -> Pod:
         "--topic",
         topic,
     ]
-    argv += ["--records", "10000000", "--batch", "10", "--rate", "20"]
+    argv += ["--records", "10000000", "--batch", "10", "--rate", str(UNITS_PER_S)]
     return pods.start(name, argv, labels={"app": "copy"}, env={"ORDO_GROUP": "copy"}, grace=10)
+
+
+@dataclass(frozen=True)
+class _Handoff:
+    """One handoff, wall-clock seconds: the member ``name`` took ``moved`` from the staying member
+    and wrote all of them by ``first``, wrote them steadily, got ``signal`` at ``signalled``, and
+    the staying member wrote all of them again by ``done``."""
+
+    how: str
+    name: str
+    moved: list[int]
+    first: float
+    signalled: float
+    done: float
+
+    @property
+    def signal(self) -> str:
+        return {"leave": "SIGTERM", "crash": "SIGKILL", "hang": "SIGSTOP"}[self.how]
 
 
 def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[float]]:
@@ -102,7 +124,7 @@ def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[fl
     groups.wait_settled("copy", 1, 60, 4)
     tail = _FirstWrites(bootstrap, topic)
     times: dict[str, list[float]] = {"leave": [], "crash": [], "hang": []}
-    signals: list[tuple[float, str]] = []
+    handoffs: list[_Handoff] = []
     try:
         for round_ in range(ROUNDS):
             for how in times:
@@ -110,9 +132,12 @@ def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[fl
                 pod = _member(pods, name, bootstrap, topic)
                 groups.wait_settled("copy", 2, 60, 4)
                 moved = groups.owners("copy")[name]
-                wait_for(lambda: tail.first(name, moved, 0) is not None, 30, f"{name} to produce")  # noqa: B023
+                first = wait_for(lambda: tail.first(name, moved, 0), 30, f"{name} to produce")  # noqa: B023
+                assert first is not None
+                # the member in its steady state, so the timeline shows what the handoff takes away
+                steady = first + STEADY
+                wait_for(lambda: tail.first(name, moved, steady), 30, f"{name} writing steadily")  # noqa: B023
                 began = time.time()
-                signals.append((began, {"leave": "SIGTERM", "crash": "SIGKILL", "hang": "SIGSTOP"}[how]))
                 if how == "leave":
                     pod.sigterm()
                 elif how == "crash":
@@ -122,31 +147,86 @@ def _handoffs(bootstrap: str, pods: PodSet, groups: Groups) -> dict[str, list[fl
                 done = wait_for(lambda: tail.first("stay", moved, began), 60, "the handoff")  # noqa: B023
                 assert done is not None
                 times[how].append(done - began)
+                handoffs.append(_Handoff(how, name, moved, first, began, done))
                 groups.wait_settled("copy", 1, 60, 4)
                 if how == "hang":
                     pod.sigkill()
                 print(f"  {how:6s} round {round_}: {done - began:.2f} s")
     finally:
         tail.close()
-        _plot_handoffs(tail.writes, signals[:3])
+        _plot_handoffs(tail.writes, handoffs[:3])
     return times
 
 
-def _plot_handoffs(writes: list[tuple[float, str, int]], signals: list[tuple[float, str]]) -> None:
-    """Records/s written by the staying member and by the others, through one round of handoffs."""
-    if not signals:
+def _plot_handoffs(writes: list[tuple[float, str, int]], handoffs: list[_Handoff]) -> None:
+    """One panel per kind of handoff: the moved source partitions' records/s by the member that
+    goes and by the staying member, and the staying member's own partitions, from the moved
+    partitions' first move to the new member until after the handoff back."""
+    if not handoffs:
         return
-    start, end = signals[0][0] - 3.0, signals[-1][0] + 8.0
-    stay = rates((t for t, m, _ in writes if m == "stay"), start, end)
-    others = rates((t for t, m, _ in writes if m != "stay"), start, end)
-    timeline_png(
-        HERE / "handoff_timeline.png",
-        {"staying member": stay, "member that leaves / crashes / hangs": others},
-        title=f"Member throughput through handoffs (4 source partitions, session {SESSION} s)",
-        xlabel="seconds",
-        ylabel="source records/s written (per 100 ms)",
-        marks=[(t - start, f"{name} to the other member") for t, name in signals],
-    )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, panels = plt.subplots(1, len(handoffs), figsize=(13, 4.8), sharey=True, squeeze=False)
+    for axes, h in zip(panels[0], handoffs, strict=True):
+        start, end = h.first - 2.5, h.done + 3.0
+
+        going, taking, own = (_rate(writes, h, m, moved, start, end) for m, moved in
+                              ((h.name, True), ("stay", True), ("stay", False)))  # fmt: skip
+        for points, label, colour in (
+            (going, "moved partitions, written by the member that goes", "tab:orange"),
+            (taking, "moved partitions, written by the staying member", "tab:blue"),
+            (own, "the staying member's own partitions", "tab:grey"),
+        ):
+            axes.plot(*zip(*points, strict=True), label=label, color=colour, linewidth=1.2)
+        axes.axvspan(0, h.done - h.signalled, color="tab:red", alpha=0.18,
+                     label="handoff: signal -> every moved partition written again")  # fmt: skip
+        axes.axvline(0, color="tab:red", linestyle="--", linewidth=0.8)
+        axes.set_title(f"{h.signal} ({h.how}): handoff {h.done - h.signalled:.2f} s", fontsize=10)
+        axes.set_xlabel(f"seconds since {h.signal}")
+        _label_bursts(axes, going, [taking, own], h.first - h.signalled)
+    panels[0][0].set_ylim(top=panels[0][0].get_ylim()[1] * 1.3)  # room for the labels above the spikes
+    panels[0][0].set_ylabel(f"source records/s written (per {BUCKET * 1000:g} ms)")
+    handles, labels = panels[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    figure.suptitle(
+        f"Member throughput through handoffs: 4 source partitions, 2 move to a new member and back to the "
+        f"staying one (session {SESSION} s).\nEach member writes {UNITS_PER_S} units of 10 records/s, one "
+        "unit at a time over the partitions it owns, so its partitions share its rate",
+        fontsize=10,
+    )  # fmt: skip
+    figure.tight_layout(rect=(0, 0.1, 1, 1))
+    figure.savefig(HERE / "handoff_timeline.png", dpi=110)
+    plt.close(figure)
+
+
+def _rate(
+    writes: list[tuple[float, str, int]], h: _Handoff, member: str, moved: bool, start: float, end: float
+) -> list[tuple[float, float]]:
+    """Records/s ``member`` wrote to the moved partitions (or the others), x in seconds since the signal."""
+    times = (t for t, m, p in writes if m == member and (p in h.moved) == moved)
+    return [(x + start - h.signalled, y) for x, y in rates(times, start, end, BUCKET)]
+
+
+def _label_bursts(
+    axes: Any, going: list[tuple[float, float]], staying: list[list[tuple[float, float]]], took: float
+) -> None:
+    """Name the spikes, which are no handoff effect: each member's pacer keeps 20 units/s on
+    average, so after its loop fell behind (a new member waiting for its assignment, a member the
+    shared cores could not keep at pace) it writes the units it missed at once."""
+    pace = UNITS_PER_S * 10
+    arrow = {"arrowstyle": "->", "color": "grey"}
+    first = max((p for p in going if p[0] < took + 0.6), key=lambda p: p[1], default=None)  # its first writes
+    if first is not None and first[1] > 1.5 * pace:
+        text = "catch-up: the new member's pacer\nmakes up the time it waited\nfor its assignment"
+        axes.annotate(text, first, xytext=(first[0] - 2.2, first[1] * 1.1), fontsize=7, arrowprops=arrow)
+    after = max((p for line in staying for p in line if p[0] > 0), key=lambda p: p[1], default=None)
+    if after is not None and after[1] > 1.5 * pace:
+        text = "catch-up: the staying member's pacer\nmakes up units it fell behind on\n"
+        text += "(2 shared cores, 2 members)"
+        axes.annotate(text, after, xytext=(after[0] + 0.5, after[1] * 1.1), fontsize=7, arrowprops=arrow)
 
 
 def _throughput(
