@@ -84,7 +84,9 @@ def read_partition(
     options: SourceOptions, schema: StructType, partition: InputPartition
 ) -> Iterator[pa.RecordBatch]:
     """An executor's task, for streams and batch reads alike."""
-    assert isinstance(partition, SlicePartition)
+    if not isinstance(partition, SlicePartition):  # Spark's stand-in when there are no slices
+        assert partition.value is None, partition
+        return
     yield from read_slice(
         options.consumer_config("reader"),
         partition.piece,
