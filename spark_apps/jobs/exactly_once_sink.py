@@ -1,7 +1,7 @@
 """Spark job: copy (or transform) an ordo-kafka stream to another topic exactly once.
 
     spark-submit exactly_once_sink.py --input orders --output orders-copy \
-        --checkpoint s3a://bucket/checkpoints/copy --sink-id orders-copy
+        --checkpoint /data/checkpoints/copy --sink-id orders-copy
 
 Each batch part is written in one Kafka transaction tagged with the batch id, so a batch that
 Spark replays after a failure is not written twice. Keep ``--sink-id`` stable across restarts.

@@ -1,7 +1,7 @@
 """Spark job: the ordered per-key pipeline (sequence checks per key) from Kafka to Parquet.
 
-    spark-submit ordered_pipeline.py --topic orders --output s3a://bucket/checks \
-        --checkpoint s3a://bucket/checkpoints/checks
+    spark-submit ordered_pipeline.py --topic orders --output /data/checks \
+        --checkpoint /data/checkpoints/checks
 
 Kafka settings come from ``KAFKA_*`` environment variables (``KAFKA_BOOTSTRAP_SERVERS``, and the
 Secret's ``KAFKA_SASL_USERNAME`` etc.), or ``--bootstrap``.

@@ -46,7 +46,14 @@ def job_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", required=True, help="the streaming query's checkpoint location")
     parser.add_argument("--bootstrap", help="overrides KAFKA_BOOTSTRAP_SERVERS")
     parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
-    parser.add_argument("--max-records-per-trigger", type=int, default=100_000)
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        "--max-records-per-trigger",  # its name before the source took Spark's option names
+        dest="max_offsets_per_trigger",
+        type=int,
+        default=100_000,
+        help="the source option maxOffsetsPerTrigger (default 100000)",
+    )
     parser.add_argument("--starting-offsets", default="earliest")
     return parser
 
@@ -63,7 +70,7 @@ def open_stream(
         kafka,
         subscribe=topic,
         startingOffsets=args.starting_offsets,
-        maxRecordsPerTrigger=str(args.max_records_per_trigger),
+        maxOffsetsPerTrigger=str(args.max_offsets_per_trigger),
         epochTopic=args.epoch_topic,
         **options,
     )

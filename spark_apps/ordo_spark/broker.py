@@ -12,7 +12,7 @@ ungated.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -21,7 +21,8 @@ from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog
 
 from .options import SourceOptions
-from .planning import Watermarks
+from .planning import Offsets, Watermarks
+from .subscription import Subscription
 
 __all__ = ["BrokerView"]
 
@@ -60,26 +61,41 @@ class BrokerView:
         self._consumer = Consumer(options.consumer_config("driver"))
         self._epochs = _EpochLogReader(options.client_config, options.epoch_topic) if options.gate else None
 
-    def watermarks(self, topics: tuple[str, ...]) -> dict[str, dict[int, Watermarks]]:
+    def watermarks(self, subscription: Subscription) -> dict[str, dict[int, Watermarks]]:
+        """The selected partitions' watermarks, the subscription resolved against today's topics."""
         metadata = self._consumer.list_topics(timeout=30)
+        available = {
+            name: len(found.partitions)
+            for name, found in metadata.topics.items()
+            if found.error is None and found.partitions
+        }
         result: dict[str, dict[int, Watermarks]] = {}
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                raise RuntimeError(
-                    f"ordo-kafka: topic {topic!r} (option subscribe) does not exist or has no "
-                    f"partitions: {found.error if found is not None else 'not in metadata'}"
-                )
+        for topic, partitions in subscription.select(available).items():
             result[topic] = {}
-            for p in range(len(found.partitions)):
+            for p in partitions:
                 low, high = self._consumer.get_watermark_offsets(
                     TopicPartition(topic, p), timeout=30, cached=False
                 )
                 result[topic][p] = Watermarks(low, high)
         return result
 
-    def histories(self, topics: tuple[str, ...]) -> dict[str, EpochHistory | None]:
+    def offsets_for_times(self, requests: Offsets) -> Offsets:
+        """Per partition, the first offset whose timestamp is at or after the requested one (ms),
+        or -1 when there is none."""
+        wanted = [
+            TopicPartition(t, p, millis) for t, parts in requests.items() for p, millis in parts.items()
+        ]
+        result: Offsets = {t: {} for t in requests}
+        if wanted:
+            for found in self._consumer.offsets_for_times(wanted, timeout=30):
+                if found.error is not None:
+                    raise RuntimeError(f"ordo-kafka: {found.topic}-{found.partition}: {found.error}")
+                result[found.topic][found.partition] = found.offset
+        return result
+
+    def histories(self, topics: Iterable[str]) -> dict[str, EpochHistory | None]:
         """The topics' histories, as of now (call after reading the watermarks)."""
+        topics = list(topics)
         if self._epochs is None:
             return dict.fromkeys(topics)
         try:
@@ -98,11 +114,11 @@ class BrokerView:
         return {topic: self._epochs.history(topic) for topic in topics}
 
     def snapshot(
-        self, topics: tuple[str, ...]
+        self, subscription: Subscription
     ) -> tuple[dict[str, dict[int, Watermarks]], dict[str, EpochHistory | None]]:
         """Watermarks, then histories at least as new as every record below them."""
-        marks = self.watermarks(topics)
-        return marks, self.histories(topics)
+        marks = self.watermarks(subscription)
+        return marks, self.histories(marks)
 
     def close(self) -> None:
         if self._epochs is not None:

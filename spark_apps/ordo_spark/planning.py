@@ -15,7 +15,7 @@ with string keys (``encode``/``decode``).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ordo.epochs import EpochHistory, Gate, GateKeeper
@@ -37,6 +37,7 @@ __all__ = [
     "plan_batch",
     "readable_partitions",
     "slices",
+    "worth_a_batch",
 ]
 
 Offsets = dict[str, dict[int, int]]
@@ -97,13 +98,13 @@ def decode(raw: Mapping[str, Mapping[str, int]]) -> Offsets:
     return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
 
 
-def readable_partitions(history: EpochHistory | None, broker_partitions: int) -> range:
-    """Partitions to read: those of the active epoch (a partition created for an epoch that is
-    still fencing gets no records yet and is picked up at the flip), or the broker's count for a
-    topic ordo never expanded."""
+def readable_partitions(history: EpochHistory | None, partitions: Iterable[int]) -> list[int]:
+    """Which of the selected ``partitions`` to read: those of the active epoch (a partition
+    created for an epoch that is still fencing gets no records yet and is picked up at the flip),
+    or all of them for a topic ordo never expanded."""
     if history is None:
-        return range(broker_partitions)
-    return range(min(history.active.partitions, broker_partitions))
+        return sorted(partitions)
+    return sorted(p for p in partitions if p < history.active.partitions)
 
 
 def initial_offsets(
@@ -116,7 +117,7 @@ def initial_offsets(
     for topic, partitions in marks.items():
         wanted = {} if isinstance(starting, str) else starting.get(topic, {})
         result[topic] = {}
-        for p in readable_partitions(histories.get(topic), len(partitions)):
+        for p in readable_partitions(histories.get(topic), partitions):
             mark = partitions[p]
             choice = wanted.get(p, LATEST if starting == "latest" else EARLIEST)
             result[topic][p] = mark.low if choice == EARLIEST else mark.high if choice == LATEST else choice
@@ -154,6 +155,9 @@ def plan_batch(
     held: list[Hold] = []
     begin: Offsets = {}
     cap: Offsets = {}
+    for topic in sorted(set(start) - set(marks)):  # subscribePattern: a topic that went away
+        problem = f"{topic}: the topic is gone (deleted, or no longer matching subscribePattern)"
+        _lost(problem, fail_on_data_loss, lost)
     for topic, partitions in marks.items():
         history = histories.get(topic)
         known = start.get(topic, {})
@@ -161,7 +165,7 @@ def plan_batch(
             problem = f"{topic}-{p}: the partition is gone (topic deleted or recreated smaller)"
             _lost(problem, fail_on_data_loss, lost)
         begin[topic], cap[topic] = {}, {}
-        for p in readable_partitions(history, len(partitions)):
+        for p in readable_partitions(history, partitions):
             mark = partitions[p]
             offset = known.get(p, 0)  # a partition new to the query is read from its beginning
             if offset < mark.low:
@@ -266,5 +270,19 @@ def available_now_target(
                 for p, threshold in entry.thresholds.items():
                     if p in ends:
                         ends[p] = max(ends[p], threshold)
-        target[topic] = {p: ends[p] for p in readable_partitions(history, len(partitions))}
+        target[topic] = {p: ends[p] for p in readable_partitions(history, partitions)}
     return target
+
+
+def worth_a_batch(
+    start: Offsets, end: Offsets, min_records: int | None, since_last_ms: float | None, max_delay_ms: int
+) -> bool:
+    """minOffsetsPerTrigger, as Spark's Kafka source: run the next batch once it has
+    ``min_records``, or once ``maxTriggerDelay`` has passed since the last batch ran (the first
+    batch always runs)."""
+    if min_records is None or since_last_ms is None or since_last_ms >= max_delay_ms:
+        return True
+    available = sum(
+        max(0, o - start.get(t, {}).get(p, 0)) for t, parts in end.items() for p, o in parts.items()
+    )
+    return available >= min_records

@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 
 from .planning import DataLossError, Slice
 
-__all__ = ["SCHEMA", "close_consumers", "read_slice"]
+__all__ = ["SCHEMA", "close_consumers", "read_slice", "schema_for"]
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +47,15 @@ SCHEMA = StructType(
     ]
 )
 _ROWS_PER_BATCH = 20_000
+
+
+def schema_for(include_headers: bool) -> StructType:
+    """The source's columns; ``headers`` only with the option includeHeaders (ordo's default true)."""
+    if include_headers:
+        return SCHEMA
+    return StructType([f for f in SCHEMA.fields if f.name != "headers"])
+
+
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
 
 
@@ -76,7 +85,7 @@ def read_slice(
     consumer = _consumer(config)
     tp = TopicPartition(piece.topic, piece.partition, piece.start)
     consumer.assign([tp])
-    columns = _Columns(piece)
+    columns = _Columns(piece, with_headers="headers" in schema.names)
     try:
         deadline = time.monotonic() + poll_timeout_ms / 1000
         next_check = time.monotonic() + 1.0
@@ -164,8 +173,9 @@ def _skip_lost(consumer: Consumer, piece: Slice, position: int, fail: bool, *, a
 class _Columns:
     """Column lists for one Arrow batch; the epoch is looked up per epoch segment, not per record."""
 
-    def __init__(self, piece: Slice) -> None:
+    def __init__(self, piece: Slice, *, with_headers: bool) -> None:
         self.piece = piece
+        self.with_headers = with_headers
         self._clear()
 
     def _clear(self) -> None:
@@ -186,7 +196,8 @@ class _Columns:
         kind, millis = message.timestamp()
         self.types.append(kind)
         self.timestamps.append(millis * 1000 if millis >= 0 else None)
-        self.headers.append(_headers(message.headers()))
+        if self.with_headers:
+            self.headers.append(_headers(message.headers()))
 
     def batch(self, schema: pa.Schema) -> pa.RecordBatch:
         piece, n = self.piece, len(self.offsets)
@@ -194,17 +205,18 @@ class _Columns:
             epochs = [piece.epoch_at(o) for o in self.offsets]
         else:
             epochs = [piece.epoch_at(0)] * n
-        arrays = [
-            pa.array([piece.topic] * n, schema.field("topic").type),
-            pa.array([piece.partition] * n, schema.field("partition").type),
-            pa.array(self.offsets, schema.field("offset").type),
-            pa.array(self.keys, schema.field("key").type),
-            pa.array(self.values, schema.field("value").type),
-            pa.array(self.timestamps, schema.field("timestamp").type),
-            pa.array(self.types, schema.field("timestampType").type),
-            pa.array(self.headers, schema.field("headers").type),
-            pa.array(epochs, schema.field("epoch").type),
-        ]
+        columns = {
+            "topic": [piece.topic] * n,
+            "partition": [piece.partition] * n,
+            "offset": self.offsets,
+            "key": self.keys,
+            "value": self.values,
+            "timestamp": self.timestamps,
+            "timestampType": self.types,
+            "headers": self.headers,
+            "epoch": epochs,
+        }
+        arrays = [pa.array(columns[f.name], f.type) for f in schema]
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 

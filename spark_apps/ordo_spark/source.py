@@ -1,8 +1,9 @@
-"""``spark.readStream.format("ordo-kafka")``: Kafka through ordo's ordering gate (docs/architecture.md).
+"""``spark.readStream.format("ordo-kafka")`` and ``spark.read.format("ordo-kafka")``: Kafka
+through ordo's ordering gate (docs/architecture.md).
 
 A thin shell over ``planning``: the driver reads watermarks and epoch histories (``broker``), the
 pure planner says where the batch ends, and each Kafka partition's range becomes one task that
-reads it on an executor (``reading``).
+reads it on an executor (``reading``). Batch reads are in ``batch``.
 
 Measured with pyspark 4.3: ``commit(end)`` arrives a batch late and never for the last batch,
 so the gate's progress is the ``start`` Spark passes to ``latestOffset``; the reader is pickled
@@ -12,16 +13,18 @@ to executors, so driver clients are dropped from its state and executors make th
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -29,7 +32,7 @@ from pyspark.sql.types import StructType
 from ordo.epochs import EpochHistory
 
 from .broker import BrokerView
-from .options import SourceOptions, parse_options
+from .options import SourceOptions, include_headers, parse_options
 from .planning import (
     Offsets,
     Plan,
@@ -40,8 +43,10 @@ from .planning import (
     initial_offsets,
     plan_batch,
     slices,
+    worth_a_batch,
 )
-from .reading import SCHEMA, read_slice
+from .ranges import offsets_at_times, timestamp_requests
+from .reading import read_slice, schema_for
 
 __all__ = ["OrdoKafkaDataSource", "OrdoKafkaStreamReader", "SlicePartition"]
 
@@ -49,18 +54,22 @@ _log = logging.getLogger(__name__)
 
 
 class OrdoKafkaDataSource(DataSource):
-    """Options: see ``ordo_spark.options`` (subscribe, kafka.bootstrap.servers, startingOffsets,
-    maxRecordsPerTrigger, failOnDataLoss, epochTopic, gate, pollTimeoutMs, kafka.*)."""
+    """Options: Spark's Kafka source's, see ``ordo_spark.options`` and spark_apps/README.md."""
 
     @classmethod
     def name(cls) -> str:
         return "ordo-kafka"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return schema_for(include_headers(dict(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return OrdoKafkaStreamReader(parse_options(dict(self.options)), schema)
+        return OrdoKafkaStreamReader(parse_options(dict(self.options), "stream"), schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from .batch import OrdoKafkaBatchReader
+
+        return OrdoKafkaBatchReader(parse_options(dict(self.options), "batch"), schema)
 
 
 class SlicePartition(InputPartition):
@@ -71,6 +80,39 @@ class SlicePartition(InputPartition):
         self.piece = piece
 
 
+def read_partition(
+    options: SourceOptions, schema: StructType, partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
+    """An executor's task, for streams and batch reads alike."""
+    if not isinstance(partition, SlicePartition):  # Spark's stand-in when there are no slices
+        assert partition.value is None, partition
+        return
+    yield from read_slice(
+        options.consumer_config("reader"),
+        partition.piece,
+        to_arrow_schema(schema, timezone="UTC"),
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )
+
+
+def starting_offsets(options: SourceOptions, broker: BrokerView) -> Offsets:
+    """Where a read starts: startingTimestamp, startingOffsetsByTimestamp or startingOffsets (in
+    that order of precedence, as in Spark)."""
+    marks, histories = broker.snapshot(options.subscription)
+    starting = options.starting
+    if options.starting_times is not None:
+        option = (
+            "startingTimestamp" if isinstance(options.starting_times, int) else "startingOffsetsByTimestamp"
+        )
+        requests = timestamp_requests(options.starting_times, marks, option)
+        found = broker.offsets_for_times(requests)
+        starting = offsets_at_times(
+            requests, found, marks, when_none=options.starting_times_strategy, option=option
+        )
+    return initial_offsets(starting, marks, histories)
+
+
 class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
@@ -79,6 +121,7 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target: Offsets | None = None
         self._broker: BrokerView | None = None
         self._histories: dict[str, EpochHistory | None] | None = None  # as of the last plan
+        self._last_batch: float | None = None  # monotonic time the last batch was planned
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read: driver clients (threads, sockets) must not travel with the reader.
@@ -93,19 +136,22 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- driver ------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        marks, histories = self.broker.snapshot(self.options.topics)
-        return encode(initial_offsets(self.options.starting, marks, histories))
+        return encode(starting_offsets(self.options, self.broker))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_records is None:
-            return ReadAllAvailable()
-        return ReadMaxRows(self.options.max_records)
+        # Python sources get one limit; minOffsetsPerTrigger with a maximum is applied below.
+        if self.options.max_records is not None:
+            return ReadMaxRows(self.options.max_records)
+        if self.options.min_records is not None:
+            return ReadMinRows(self.options.min_records)
+        return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        marks, histories = self.broker.snapshot(self.options.topics)
+        marks, histories = self.broker.snapshot(self.options.subscription)
         self._histories = histories
+        begin = decode(start)
         plan = plan_batch(
-            decode(start),
+            begin,
             marks,
             histories,
             max_records=limit.max_rows if isinstance(limit, ReadMaxRows) else None,
@@ -118,10 +164,19 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for hold in plan.held:
             _log.debug("ordo-kafka: %s-%s held at %s: %s", hold.topic, hold.partition, hold.offset, hold.gate)
         self.last_plan = plan
+        # minOffsetsPerTrigger waits for more (never with Trigger.AvailableNow, which must end)
+        wait_for_more = not isinstance(limit, ReadAllAvailable) and self._target is None
+        now = time.monotonic()
+        since_last = None if self._last_batch is None else (now - self._last_batch) * 1000
+        min_records = self.options.min_records if wait_for_more else None
+        if not worth_a_batch(begin, plan.end, min_records, since_last, self.options.max_trigger_delay_ms):
+            return start
+        if plan.end != begin:
+            self._last_batch = now
         return encode(plan.end)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = available_now_target(*self.broker.snapshot(self.options.topics))
+        self._target = available_now_target(*self.broker.snapshot(self.options.subscription))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return None
@@ -131,7 +186,7 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # restart was planned by another process, so it reads them afresh.
         histories: dict[str, EpochHistory | None] = {}
         if self.options.gate:
-            histories = self._histories or self.broker.histories(self.options.topics)
+            histories = self._histories or self.broker.histories(end)
         return [SlicePartition(piece) for piece in slices(decode(start), decode(end), histories)]
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -145,11 +200,4 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- executors ---------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SlicePartition)
-        yield from read_slice(
-            self.options.consumer_config("reader"),
-            partition.piece,
-            to_arrow_schema(self.schema, timezone="UTC"),
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            poll_timeout_ms=self.options.poll_timeout_ms,
-        )
+        yield from read_partition(self.options, self.schema, partition)

@@ -18,7 +18,8 @@ import yaml
 
 ROOT = Path(__file__).parents[2]
 APPS = ROOT / "spark_apps"
-MANIFESTS = sorted((APPS / "manifests").glob("*.yaml"))
+SETUP = APPS / "manifests" / "setup.yaml"
+MANIFESTS = sorted(m for m in (APPS / "manifests").glob("*.yaml") if m != SETUP)  # SparkApplications
 
 # The v1beta2 SparkApplication fields (github.com/kubeflow/spark-operator api/v1beta2): spec needs
 # type, sparkVersion, mainApplicationFile, driver and executor; enums and minimums as the CRD has them.
@@ -149,6 +150,107 @@ def _final_stage() -> list[tuple[str, str]]:
     steps = _instructions()
     last_from = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
     return steps[last_from:]
+
+
+def _setup() -> dict[tuple[str, str], dict[str, Any]]:
+    """setup.yaml's objects by (kind, name)."""
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(SETUP.read_text())}
+
+
+def _image_uid() -> int:
+    return int(next(args for word, args in reversed(_final_stage()) if word == "USER").split(":")[0])
+
+
+# What Spark's Kubernetes backend does as the driver (Spark's running-on-kubernetes RBAC section):
+# executor pods, the driver's headless Service, the ConfigMaps of Spark's configuration, and
+# PersistentVolumeClaims for on-demand volumes.
+DRIVER_NEEDS = {
+    "pods": {"create", "get", "list", "watch", "delete"},
+    "services": {"create", "get", "delete"},
+    "configmaps": {"create", "get", "delete"},
+    "persistentvolumeclaims": {"create", "get", "list", "delete"},
+}
+# Which pods write each path argument of a job: a checkpoint by the driver, a stateful query's
+# state store and file output by executors too.
+WRITERS: dict[str, dict[str, tuple[str, ...]]] = {
+    "ordered_pipeline.py": {"checkpoint": ("driver", "executor"), "output": ("driver", "executor")},
+    "exactly_once_sink.py": {"checkpoint": ("driver",)},
+}
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_the_driver_runs_as_an_account_setup_creates_with_what_spark_needs(path: Path) -> None:
+    app = _load(path)
+    namespace, account = app["metadata"]["namespace"], app["spec"]["driver"]["serviceAccount"]
+    objects = _setup()
+    assert objects[("ServiceAccount", account)]["metadata"]["namespace"] == namespace
+    granted: dict[str, set[str]] = {}
+    for (kind, _), binding in objects.items():
+        subjects = binding.get("subjects", []) if kind == "RoleBinding" else []
+        if {"kind": "ServiceAccount", "name": account, "namespace": namespace} in subjects:
+            assert binding["metadata"]["namespace"] == namespace
+            role = objects[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
+            for rule in role["rules"]:
+                if "" in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        granted.setdefault(resource, set()).update(rule["verbs"])
+    for resource, verbs in DRIVER_NEEDS.items():
+        assert verbs <= granted.get(resource, set()), f"{account} may not {verbs} {resource}"
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_the_jobs_write_to_volumes_the_image_can_write(path: Path) -> None:
+    """The image has no object-store connector (no hadoop-aws): every path a job writes is a local
+    path on a PersistentVolumeClaim setup.yaml creates (a checkpoint must outlive the pod), mounted
+    in each pod that writes it, writable by the image's user; a ReadWriteOnce claim shared with
+    executors keeps them on the driver's node."""
+    app = _load(path)
+    spec = app["spec"]
+    claims = {name: obj for (kind, name), obj in _setup().items() if kind == "PersistentVolumeClaim"}
+    volumes = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes", [])}
+    job_file = spec["mainApplicationFile"].rsplit("/", 1)[-1]
+    args = vars(_job(job_file).build_parser().parse_args(spec["arguments"]))
+    for argument, roles in WRITERS[job_file].items():
+        where = args[argument]
+        assert where.startswith("/") or where.startswith("file:///"), f"{argument}={where}: not a local path"
+        local = where.removeprefix("file://")
+        for role in roles:
+            pod = spec[role]
+            mounts = {m["mountPath"]: m["name"] for m in pod.get("volumeMounts", [])}
+            mount = next((m for m in mounts if local.startswith(m.rstrip("/") + "/")), None)
+            assert mount is not None, f"{argument}={where} is on no volume of the {role}"
+            claim = volumes[mounts[mount]]
+            assert claim in claims, f"{claim} is not created by setup.yaml"
+            assert claims[claim]["metadata"]["namespace"] == app["metadata"]["namespace"]
+            assert pod["podSecurityContext"]["fsGroup"] == _image_uid(), f"the {role} may not write {mount}"
+            if role == "executor" and "ReadWriteMany" not in claims[claim]["spec"]["accessModes"]:
+                terms = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                assert {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {
+                        "matchLabels": {
+                            "spark-role": "driver",
+                            "sparkoperator.k8s.io/app-name": app["metadata"]["name"],
+                        }
+                    },
+                } in terms, "executors sharing a ReadWriteOnce claim must run on the driver's node"
+
+
+def test_the_s3_recipe_matches_the_images_hadoop() -> None:
+    """spark_apps/README.md's hadoop-aws version is the Hadoop of the image's pyspark."""
+    import pyspark
+
+    pinned = re.search(r'"pyspark==([0-9.]+)"', (APPS / "Dockerfile").read_text())
+    assert pinned is not None
+    if pyspark.__version__ != pinned.group(1):
+        pytest.skip(f"this venv has pyspark {pyspark.__version__}, the image {pinned.group(1)}")
+    jars = Path(pyspark.__file__).parent / "jars"
+    hadoop = next(
+        re.fullmatch(r"hadoop-client-api-(.+)\.jar", j.name) for j in jars.glob("hadoop-client-api-*.jar")
+    )
+    assert hadoop is not None
+    recipe = set(re.findall(r"org\.apache\.hadoop:hadoop-aws:([0-9.]+)", (APPS / "README.md").read_text()))
+    assert recipe == {hadoop.group(1)}
 
 
 def test_there_is_a_manifest_per_job() -> None:

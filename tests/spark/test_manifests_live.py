@@ -1,0 +1,75 @@
+"""spark_apps/manifests/setup.yaml applied, as shipped, to the testbed's kube-apiserver (RBAC on)
+in the test's namespace: every object is accepted, and the ServiceAccount the SparkApplications
+name may do what Spark's driver does (``kubectl auth can-i``). The SparkApplication CRD is not
+installed there; tests/unit/test_spark_packaging.py checks those manifests' fields."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ordo_testbed.kube.fixtures import Kube
+
+pytestmark = pytest.mark.testbed
+
+MANIFESTS = Path(__file__).parents[2] / "spark_apps" / "manifests"
+# (verb, resource) pairs Spark's Kubernetes backend uses as the driver
+DRIVER_ACTIONS = [
+    ("create", "pods"),
+    ("watch", "pods"),
+    ("delete", "pods"),
+    ("create", "services"),
+    ("delete", "services"),
+    ("create", "configmaps"),
+    ("delete", "configmaps"),
+    ("create", "persistentvolumeclaims"),
+]
+
+
+def kubectl(kube: Kube, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    found = shutil.which("kubectl")
+    if found is None:
+        pytest.skip("kubectl is not installed")
+    return subprocess.run(
+        [found, *args], input=stdin, capture_output=True, text=True, timeout=90, check=False,
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig_path)},
+    )  # fmt: skip
+
+
+def in_namespace(text: str, namespace: str) -> str:
+    """setup.yaml with its namespace (data) replaced by the test's, nothing else changed."""
+    documents = list(yaml.safe_load_all(text))
+    for document in documents:
+        assert document["metadata"]["namespace"] == "data"
+        document["metadata"]["namespace"] = namespace
+        for subject in document.get("subjects", []):
+            subject["namespace"] = namespace
+    return yaml.safe_dump_all(documents)
+
+
+def test_setup_applies_and_the_account_may_run_spark(kube: Kube) -> None:
+    setup = in_namespace((MANIFESTS / "setup.yaml").read_text(), kube.namespace)
+    applied = kubectl(kube, "apply", "-f", "-", stdin=setup)
+    assert applied.returncode == 0, applied.stderr
+    accounts = {
+        yaml.safe_load(m.read_text())["spec"]["driver"]["serviceAccount"] for m in MANIFESTS.glob("*-*.yaml")
+    }
+    assert accounts == {"ordo-spark"}
+    for account in accounts:
+        who = f"--as=system:serviceaccount:{kube.namespace}:{account}"
+        for verb, resource in DRIVER_ACTIONS:
+            allowed = kubectl(kube, "auth", "can-i", verb, resource, "-n", kube.namespace, who)
+            assert allowed.stdout.strip() == "yes", f"{account} may not {verb} {resource}: {allowed.stderr}"
+        # and nothing outside its namespace
+        elsewhere = kubectl(kube, "auth", "can-i", "create", "pods", "-n", "default", who)
+        assert elsewhere.stdout.strip() == "no"
+    claims = kubectl(kube, "get", "pvc", "-n", kube.namespace, "-o", "name")
+    assert set(claims.stdout.split()) == {
+        "persistentvolumeclaim/ordo-ordered-pipeline-data",
+        "persistentvolumeclaim/ordo-exactly-once-sink-data",
+    }
