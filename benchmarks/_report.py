@@ -19,6 +19,7 @@ CAPTIONS = {
     "expansion_timeline.png": "Producer throughput through expansions; each expansion's window shaded.",
     "async_consumer_rebalance.png": "AsyncConsumer vs a naive consumer through a rebalance.",
     "handoff_timeline.png": "Member throughput through a graceful leave, a crash and a hang.",
+    "scale_curves.png": "Planning time, annotation size and epoch history size as groups and topics grow.",
 }
 
 

@@ -68,7 +68,7 @@ ORDO_PARSE_ONLY = {
     "bench": "runs for minutes on its own broker (make bench)",
     "crds": "writes files; tests/unit checks that crds/ is what it writes",
 }
-KUBECTL_VERBS = {"get", "apply", "explain", "describe", "auth", "version"}
+KUBECTL_VERBS = {"get", "apply", "create", "explain", "describe", "auth", "version"}
 # API groups the testbed serves; a manifest of another (a SparkApplication) is checked as a file only
 SERVED_API_VERSIONS = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "ordo.dev/v1alpha1",
                        "apiextensions.k8s.io/v1", "coordination.k8s.io/v1"}  # fmt: skip
@@ -195,10 +195,24 @@ def _manifests(argv: list[str]) -> list[dict[str, Any]]:
     return objects
 
 
+_NAMESPACE_FLAGS = ("-n", "--namespace")
+
+
+def kubectl_verb(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The verb of a kubectl command line, and the line with a leading ``-n NS`` moved after it
+    (``kubectl -n data create secret ...``)."""
+    words = argv[1:]
+    leading: list[str] = []
+    while len(words) > 1 and words[0] in _NAMESPACE_FLAGS:
+        leading, words = [*leading, *words[:2]], words[2:]
+    if not words:
+        return None, argv
+    return words[0], [argv[0], words[0], *leading, *words[1:]]
+
+
 def check_kubectl(argv: list[str], inline: bool) -> None:
-    assert len(argv) > 1 and argv[1] in KUBECTL_VERBS, (
-        f"kubectl {argv[1:2]}: add the verb to KUBECTL_VERBS if the testbed can run it"
-    )
+    verb, argv = kubectl_verb(argv)
+    assert verb in KUBECTL_VERBS, f"kubectl {verb}: add the verb to KUBECTL_VERBS if the testbed can run it"
     if argv[1] == "apply" and not (inline and len(argv) == 2):  # bare `kubectl apply`: prose
         assert "-f" in argv, "kubectl apply without -f"
         _manifests(argv)
@@ -209,6 +223,7 @@ def runs_on_testbed(command: DocCommand) -> bool:
     if argv[0] == "ordo":
         return argv[1] in ORDO_RUNS and _parse_ordo(argv[1:])[0] == 0  # not prose naming it
     if argv[0] == "kubectl":
+        argv = kubectl_verb(argv)[1]
         if argv[1] == "apply":
             return len(argv) > 2 and all(o["apiVersion"] in SERVED_API_VERSIONS for o in _manifests(argv))
         return True
@@ -340,11 +355,38 @@ def test_documented_command_runs_on_the_testbed(command: DocCommand, kafka: Kafk
             kubectl = shutil.which("kubectl")
             if kubectl is None:
                 pytest.skip("kubectl is not installed")
-            if argv[1] == "apply":  # the server checks everything, and the shared CRDs stay as they are
-                argv = [*argv, "--dry-run=server"]
-            scoped = {"-A", "--all-namespaces", "-n", "--namespace"} & set(argv) or argv[1] == "apply"
-            done = _run([kubectl, *argv[1:], *([] if scoped else ["--namespace", kube.namespace])], env)
+            done = _run_kubectl(kubectl, kubectl_verb(argv)[1], kube.namespace, env)
         assert done.returncode == 0, f"{command.where}: {' '.join(argv)}\n{done.stdout}\n{done.stderr}"
+
+
+def _run_kubectl(
+    kubectl: str, argv: list[str], namespace: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """A documented kubectl line on the testbed: what writes runs as a server-side dry run (the
+    server checks everything; the shared CRDs and namespaces stay as they are), in this test's
+    namespace instead of the one the docs name (``-n``, and the manifests' own)."""
+    argv = [namespace if i and argv[i - 1] in _NAMESPACE_FLAGS else word for i, word in enumerate(argv)]
+    stdin = None
+    if argv[1] in ("apply", "create"):
+        argv = [*argv, "--dry-run=server"]
+    if argv[1] == "create" and argv[2] == "namespace":
+        argv[3] = namespace + "-doc"  # a name no other test uses: dry run or not, it is new
+    elif argv[1] == "apply":
+        objects = _manifests(argv)
+        for obj in objects:
+            if "namespace" in obj["metadata"]:
+                obj["metadata"]["namespace"] = namespace
+            for subject in obj.get("subjects") or []:
+                if "namespace" in subject:
+                    subject["namespace"] = namespace
+        stdin = yaml.safe_dump_all(objects)
+        argv[argv.index("-f") + 1] = "-"
+    scoped = {"-A", "--all-namespaces", *_NAMESPACE_FLAGS} & set(argv) or argv[1] == "apply"
+    line = [kubectl, *argv[1:], *([] if scoped or "namespace" in argv else ["--namespace", namespace])]
+    return subprocess.run(
+        line, cwd=ROOT, env={**os.environ, **env}, input=stdin, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
 
 
 def _table_values() -> list[tuple[str, str]]:

@@ -19,3 +19,12 @@ from benchmarks._result import Result
 )
 def test_verdict(result: Result, verdict: str) -> None:
     assert result.verdict == verdict
+
+
+def test_growth_is_the_exponent_of_a_power_law() -> None:
+    from benchmarks.scale_bench import growth
+
+    sizes = [10, 100, 1000]
+    assert abs(growth(sizes, [3 * n for n in sizes]) - 1) < 1e-9
+    assert abs(growth(sizes, [n**2 for n in sizes]) - 2) < 1e-9
+    assert abs(growth(sizes, [5.0, 5.0, 5.0])) < 1e-9

@@ -250,3 +250,21 @@ def test_a_hundred_expansions_of_a_large_topic_fit_in_one_kafka_record() -> None
         history = history.begin_fence(count + 20).publish({p: 10**9 + p for p in range(count)})
     assert history.active.partitions == 2016
     assert len(history.model_dump_json()) < 4_000_000  # ordo's log topics take 8 MB records
+
+
+def test_gates_of_many_expansions_with_small_gcds_wait_for_every_place_a_key_was() -> None:
+    """1000 -> 1003 -> ... (gcd 1: every old partition gates every new one), 30 times: the gates
+    computed per residue class are the transitive ones (what they cost: benchmarks/scale_bench.py;
+    computed per partition, this case did not finish in minutes)."""
+    history = EpochHistory.initial("t", 1000)
+    for _ in range(30):
+        count = history.active.partitions
+        history = history.begin_fence(count + 3).publish({p: 100 + p for p in range(count)})
+    keeper = GateKeeper(history)
+    newest = history.active.partitions
+    gates = [keeper.gate(q, 10**6, {}) for q in range(newest)]
+    old = newest - 3
+    assert all(set(g.waiting_for) == set(range(old)) - {g.partition} for g in gates[:old])
+    assert all(set(g.waiting_for) == set(range(old)) for g in gates[old:])  # every old partition
+    # and the requirement is still the transitive one: the last threshold of each place
+    assert gates[-1].waiting_for[0] == history.active.thresholds[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+_THROTTLED_ATTEMPTS = 5
+
+
 def _default_kubeconfig() -> Path | None:
     """$KUBECONFIG's first file, or ~/.kube/config if it exists, or None. A KUBECONFIG naming no
     file is an error, not a reason to leave the cluster out."""
@@ -130,13 +134,24 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
     custom: Any = kubernetes.client.CustomObjectsApi(client)
     found: list[list[Any]] = []
 
+    def listed(plural: str) -> Any:
+        # A busy API server answers 429 with Retry-After (its fairness queues are full), and
+        # kubectl waits and asks again: so does this, a few times.
+        for attempt in range(_THROTTLED_ATTEMPTS):
+            try:
+                if namespace:
+                    return custom.list_namespaced_custom_object(API_GROUP, VERSION, namespace, plural)
+                return custom.list_cluster_custom_object(API_GROUP, VERSION, plural)
+            except kubernetes.client.ApiException as error:
+                if error.status != 429 or attempt == _THROTTLED_ATTEMPTS - 1:
+                    raise
+                wait = (error.headers or {}).get("Retry-After", "1")
+                time.sleep(min(float(wait) if wait.isdigit() else 1.0, 5.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     try:
         for plural in ("producergroups", "orderedtopicexpansions"):
-            if namespace:
-                listed = custom.list_namespaced_custom_object(API_GROUP, VERSION, namespace, plural)
-            else:
-                listed = custom.list_cluster_custom_object(API_GROUP, VERSION, plural)
-            found.append(listed.get("items") or [])
+            found.append(listed(plural).get("items") or [])
     except kubernetes.client.ApiException as error:
         if error.status == 404:
             raise CliError("ordo's CRDs are not installed in this cluster: kubectl apply -f crds/") from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from math import gcd
 
 from .history import EpochHistory
 
@@ -53,21 +54,34 @@ class GateKeeper:
         return self._requirements(partition, self._index[epoch])
 
     def _requirements(self, q: int, j: int) -> dict[int, int]:
-        cached = self._cache.get((q, j))
+        """Where a key of partition ``q`` in epoch ``j`` may have been, with thresholds: in epoch
+        j's old partitions p ≡ q (mod g), g = gcd(old, new) (its prior set and q itself), and
+        transitively where those were. That set depends on q only through q mod g, so it is
+        computed once per residue class, not per partition; and of the class's partitions only
+        one per residue class of the epoch before is followed. Per partition and epoch, with
+        small gcds (1000 -> 1003: every old partition gates every new one) the work grew with
+        partitions² and epochs; per class it is one pass over the class and its results."""
+        if j == 0:
+            return {}
+        entry = self._active[j]
+        assert entry.from_partitions is not None
+        step = gcd(entry.from_partitions, entry.partitions)
+        key = (q % step, j)
+        cached = self._cache.get(key)
         if cached is not None:
             return cached
         needed: dict[int, int] = {}
-        if j > 0:
-            entry = self._active[j]
-            assert entry.from_partitions is not None
-            sources = list(entry.prior_of(q))
-            if q < entry.from_partitions:
-                sources.append(q)  # the key may have stayed in q; q's own earlier epochs still count
-            for p in sources:
-                _raise(needed, p, entry.thresholds[p])
+        thresholds = entry.thresholds
+        earlier = self._active[j - 1]
+        earlier_step = gcd(earlier.from_partitions, earlier.partitions) if earlier.from_partitions else 0
+        followed: set[int] = set()
+        for p in range(q % step, entry.from_partitions, step):
+            _raise(needed, p, thresholds[p])
+            if earlier_step and p % earlier_step not in followed:
+                followed.add(p % earlier_step)
                 for earlier_p, offset in self._requirements(p, j - 1).items():
                     _raise(needed, earlier_p, offset)
-        self._cache[(q, j)] = needed
+        self._cache[key] = needed
         return needed
 
     def thresholds(self, partition: int) -> tuple[int, ...]:
