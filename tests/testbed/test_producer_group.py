@@ -191,7 +191,7 @@ def test_a_member_whose_copy_loop_hangs_gives_its_partitions_up_and_its_late_uni
     max_idle, session = 4, 3
     bed.group(4, maxIdleSeconds=max_idle, sessionTimeoutSeconds=session)
     steady = bed.member("m-0", records=300, rate=20)
-    hung = bed.member("m-1", records=300, rate=20, extra=("--hang-at", "40", "--hang-seconds", "40"))
+    hung = bed.member("m-1", records=300, rate=20, extra=("--hang-at", "40", "--hang-seconds", "20"))
     settled = bed.settled(2, 4)["generation"]
     taken = bed.owners()["m-1"]
     assert taken
