@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 from .broker import BrokerView
 from .options import EndingOffsets, SourceOptions
 from .ranges import ending_offsets, offsets_at_times, plan_batch_read, timestamp_requests
-from .source import SlicePartition, read_partition, starting_offsets
+from .tasks import SlicePartition, read_partition, starting_offsets
 
 __all__ = ["OrdoKafkaBatchReader"]
 

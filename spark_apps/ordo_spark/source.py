@@ -3,7 +3,7 @@ through ordo's ordering gate (docs/architecture.md).
 
 A thin shell over ``planning``: the driver reads watermarks and epoch histories (``broker``), the
 pure planner says where the batch ends, and each Kafka partition's range becomes one task that
-reads it on an executor (``reading``). Batch reads are in ``batch``.
+reads it on an executor (``tasks``, ``reading``). Batch reads are in ``batch``.
 
 Measured with pyspark 4.3: ``commit(end)`` arrives a batch late and never for the last batch,
 so the gate's progress is the ``start`` Spark passes to ``latestOffset``; the reader is pickled
@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -36,19 +35,17 @@ from .options import SourceOptions, include_headers, parse_options
 from .planning import (
     Offsets,
     Plan,
-    Slice,
     available_now_target,
     decode,
     encode,
-    initial_offsets,
     plan_batch,
     slices,
     worth_a_batch,
 )
-from .ranges import offsets_at_times, timestamp_requests
-from .reading import read_slice, schema_for
+from .reading import schema_for
+from .tasks import SlicePartition, read_partition, starting_offsets
 
-__all__ = ["OrdoKafkaDataSource", "OrdoKafkaStreamReader", "SlicePartition"]
+__all__ = ["OrdoKafkaDataSource", "OrdoKafkaStreamReader"]
 
 _log = logging.getLogger(__name__)
 
@@ -70,47 +67,6 @@ class OrdoKafkaDataSource(DataSource):
         from .batch import OrdoKafkaBatchReader
 
         return OrdoKafkaBatchReader(parse_options(dict(self.options), "batch"), schema)
-
-
-class SlicePartition(InputPartition):
-    """One Spark task: one Kafka partition's whole range."""
-
-    def __init__(self, piece: Slice) -> None:
-        super().__init__(piece)
-        self.piece = piece
-
-
-def read_partition(
-    options: SourceOptions, schema: StructType, partition: InputPartition
-) -> Iterator[pa.RecordBatch]:
-    """An executor's task, for streams and batch reads alike."""
-    if not isinstance(partition, SlicePartition):  # Spark's stand-in when there are no slices
-        assert partition.value is None, partition
-        return
-    yield from read_slice(
-        options.consumer_config("reader"),
-        partition.piece,
-        to_arrow_schema(schema, timezone="UTC"),
-        fail_on_data_loss=options.fail_on_data_loss,
-        poll_timeout_ms=options.poll_timeout_ms,
-    )
-
-
-def starting_offsets(options: SourceOptions, broker: BrokerView) -> Offsets:
-    """Where a read starts: startingTimestamp, startingOffsetsByTimestamp or startingOffsets (in
-    that order of precedence, as in Spark)."""
-    marks, histories = broker.snapshot(options.subscription)
-    starting = options.starting
-    if options.starting_times is not None:
-        option = (
-            "startingTimestamp" if isinstance(options.starting_times, int) else "startingOffsetsByTimestamp"
-        )
-        requests = timestamp_requests(options.starting_times, marks, option)
-        found = broker.offsets_for_times(requests)
-        starting = offsets_at_times(
-            requests, found, marks, when_none=options.starting_times_strategy, option=option
-        )
-    return initial_offsets(starting, marks, histories)
 
 
 class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
