@@ -31,7 +31,7 @@ from .config import OperatorConfig
 from .crash import crash_point
 from .kafka import clients_for
 from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
-from .plans.group import GroupPass, LeaseView, PodView, plan_group
+from .plans.group import GroupPass, LeaseView, PodView, checkpoint_rows, plan_group
 
 __all__ = ["register"]
 
@@ -241,8 +241,11 @@ class _GroupDriver:
             )
         return views
 
-    def _checkpoint_status(self, resource: ProducerGroup, owners: dict[int, str]) -> list[dict[str, Any]]:
-        """Each source partition's latest checkpoint, read from the checkpoint topic."""
+    def _checkpoint_status(
+        self, resource: ProducerGroup, owners: dict[int, str]
+    ) -> tuple[list[dict[str, object]], int]:
+        """``status.checkpoints`` (see ``checkpoint_rows``) and how many source partitions have a
+        checkpoint, read from the checkpoint topic."""
         spec = resource.spec
         if self.checkpoints is None or self.checkpoints.topic != spec.checkpoint_topic:
             try:
@@ -252,17 +255,10 @@ class _GroupDriver:
                 self.kafka_problem = None
             except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:
                 self.kafka_problem = str(error)
-                return []
+                return [], 0
         found = self.checkpoints.of_group(self.namespace, self.name)
-        out = []
-        for p in range(spec.source_partitions):
-            entry: dict[str, Any] = {"partition": p}
-            if p in found:
-                entry["checkpoint"] = found[p].checkpoint
-            if p in owners:
-                entry["owner"] = owners[p]
-            out.append(entry)
-        return out
+        latest = {p: c.checkpoint for p, c in found.items() if p < spec.source_partitions}
+        return checkpoint_rows(spec.source_partitions, latest, owners), len(latest)
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -312,7 +308,7 @@ class _GroupDriver:
     def _write_status(self, resource: ProducerGroup, outcome: GroupPass) -> None:
         generation = resource.metadata.get("generation")
         owners = {p: str(m["pod"]) for m in outcome.members for p in m["partitions"]}  # type: ignore[attr-defined]
-        checkpoints = self._checkpoint_status(resource, owners)
+        checkpoints, checkpointed = self._checkpoint_status(resource, owners)
         problem = outcome.problem
         # a Kafka connection that cannot work (e.g. a missing Secret) is the first thing to fix:
         # it is not to hide behind "no members" (members need the same Secret)
@@ -327,6 +323,7 @@ class _GroupDriver:
             "standby": outcome.standby,
             "unassigned": outcome.unassigned,
             "checkpoints": checkpoints,
+            "checkpointed": checkpointed,
             "observedGeneration": generation,
         }
         if self.last_rebalance is not None:

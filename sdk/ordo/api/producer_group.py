@@ -127,8 +127,11 @@ class ProducerGroupStatus(Model):
         default=None, ge=0, description="Duration of the last rebalance, from change to all acknowledged."
     )
     checkpoints: list[PartitionCheckpoint] = Field(
-        default_factory=list, description="Each source partition's latest checkpoint."
+        default_factory=list,
+        description="The latest checkpoint and owner of each of the first 1,000 source partitions "
+        "(the checkpoint topic holds every partition's).",
     )
+    checkpointed: int = Field(default=0, ge=0, description="Source partitions with a committed checkpoint.")
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Ready, Rebalancing, Degraded.",
