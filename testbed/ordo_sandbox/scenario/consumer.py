@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain", action="store_true", help="raw Consumer, no gate (control)")
     parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
     parser.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default=CLASSIC)
+    parser.add_argument(
+        "--work-ms", type=float, default=0.0,
+        help="simulated work per record, ms: a consumer working through an old partition's backlog "
+        "while another reads the new partitions is when plain clients reorder moved keys",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     stop = stop_on_signals()
@@ -78,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             if lines:
                 out.writelines(lines)
                 out.flush()  # what is logged is what was processed, even if we are killed next
+                if args.work_ms:
+                    stop.wait(len(lines) * args.work_ms / 1000)  # the work, not a synchronisation
             if isinstance(consumer, GatedConsumer) and time.monotonic() > report_at:
                 report_at = time.monotonic() + 2
                 gates = {p: dict(g.waiting_for) for (t, p), g in consumer.closed_gates().items()}

@@ -57,7 +57,9 @@ class Workload:
                 "--out",
                 str(self.processed_path(i)),
             ]
-            + (["--plain"] if plain else [])
+            # the control: plain consumers that take time per record, so a moved key's old records
+            # deep in an old partition's backlog meet its new ones read at once from a new partition
+            + (["--plain", "--work-ms", "1"] if plain else [])
             for i in range(consumers)
         ]
         self._spawned = 0
