@@ -4,27 +4,13 @@ testbed's kube-apiserver (the CRDs of crds/, their CEL rules)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 
 import pytest
 
-from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.kube.fixtures import Kube, kubectl
 from ordo_testbed.resources import Groups
 
 pytestmark = pytest.mark.testbed
-
-
-def kubectl(kube: Kube, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl is not installed")
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path)}
-    return subprocess.run(
-        [found, "--namespace", kube.namespace, *args],
-        input=stdin, capture_output=True, text=True, env=env, timeout=90, check=False,
-    )  # fmt: skip
 
 
 def group(**spec: object) -> str:

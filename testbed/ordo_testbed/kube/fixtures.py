@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -126,3 +128,15 @@ def pods(kube: Kube, tmp_path: Path) -> Iterator[Any]:
         yield podset
     finally:
         podset.close()
+
+
+def kubectl(kube: Kube, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real kubectl against this test's API server and namespace (skips the test without it)."""
+    found = shutil.which("kubectl")
+    if found is None:
+        pytest.skip("kubectl is not installed")
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path)}
+    return subprocess.run(
+        [found, "--namespace", kube.namespace, *args],
+        input=stdin, capture_output=True, text=True, env=env, timeout=90, check=False,
+    )  # fmt: skip

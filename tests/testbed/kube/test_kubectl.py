@@ -4,8 +4,6 @@ schema's documentation, waiting for Ready, the operator's Events, and the CEL ru
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +13,7 @@ import pytest
 
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube import default_crd_dir
-from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.kube.fixtures import Kube, kubectl
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions, Groups
 
@@ -23,17 +21,6 @@ from .conftest import wait_for
 
 pytestmark = pytest.mark.usefixtures("kube_server")
 CRDS = default_crd_dir()
-
-
-def kubectl(kube: Kube, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl is not installed")
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path)}
-    return subprocess.run(
-        [found, "--namespace", kube.namespace, *args],
-        input=stdin, capture_output=True, text=True, env=env, timeout=90, check=False,
-    )  # fmt: skip
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
