@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ordo_sandbox.scenario.verify import Verdict
+from ordo_sandbox.scenario.verify import Verdict, read_acknowledged
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import end_offsets
@@ -54,8 +54,11 @@ def _expand(kube: Kube, topic: str, partitions: int) -> None:
     print(f"expansion to {partitions}: {time.monotonic() - started:.1f}s")
 
 
+Acknowledged = dict[tuple[str, int], str]
+
+
 def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], directory: Path,
-         plain: bool, group_protocol: str = "classic") -> Verdict:  # fmt: skip
+         plain: bool, group_protocol: str = "classic") -> tuple[Verdict, Acknowledged]:  # fmt: skip
     _, epochs, registry = operator
     topic = kafka.create_topic(3)
     workload = Workload(
@@ -80,26 +83,32 @@ def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, s
         delivered = workload.stop_producers()
         print(f"producers stopped in {time.monotonic() - started:.1f}s")
         assert delivered > 5000
+        # ordo's consumers must process everything acknowledged. The plain control drains what
+        # Kafka holds: its producers write to a new partition as soon as the metadata lists it,
+        # before the broker hosts it, and Kafka can then acknowledge a first batch it does not
+        # keep (docs/reliability.md; ordo's operator publishes an epoch only once the
+        # partitions are served).
+        target = kafka_end(kafka, topic, STEPS[-1]) if plain else delivered
         started = time.monotonic()
-        assert workload.drain(delivered, timeout=60), workload.why_not_drained(delivered)
+        assert workload.drain(target, timeout=60), workload.why_not_drained(delivered)
         print(f"drained in {time.monotonic() - started:.1f}s")
     finally:
         started = time.monotonic()
         verdict = workload.stop()
         print(f"stopped in {time.monotonic() - started:.1f}s")
     print(("plain: " if plain else "ordo: ") + verdict.summary(), verdict.examples)
-    return verdict
+    return verdict, read_acknowledged(workload.delivered_paths())
 
 
-def kafka_end(kafka: KafkaHandle, topic: str) -> int:
-    return sum(end_offsets(kafka.bootstrap, topic, 3).values())
+def kafka_end(kafka: KafkaHandle, topic: str, partitions: int = 3) -> int:
+    return sum(end_offsets(kafka.bootstrap, topic, partitions).values())
 
 
 def test_expansions_under_load_keep_every_key_in_order(
     kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], tmp_path: Path,
     group_protocol: str,
 ) -> None:  # fmt: skip
-    verdict = _run(kafka, kube, operator, tmp_path / "ordo", plain=False, group_protocol=group_protocol)
+    verdict, _ = _run(kafka, kube, operator, tmp_path / "ordo", plain=False, group_protocol=group_protocol)
     assert verdict.order_violations == 0, verdict.examples
     assert verdict.lost == 0
     assert verdict.processed >= verdict.delivered
@@ -108,6 +117,8 @@ def test_expansions_under_load_keep_every_key_in_order(
 def test_control_plain_clients_reorder_keys(
     kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, str], tmp_path: Path
 ) -> None:
-    verdict = _run(kafka, kube, operator, tmp_path / "plain", plain=True)
-    assert verdict.lost == 0
+    verdict, acknowledged = _run(kafka, kube, operator, tmp_path / "plain", plain=True)
     assert verdict.order_violations > 0, "the control must show that the check can fail"
+    # whatever the control lost is that known loss: acknowledged without an offset
+    unexplained = [m for m in verdict.missing if int(acknowledged.get(m, "p@0").split("@")[1]) >= 0]
+    assert not unexplained, (unexplained, [acknowledged.get(m) for m in unexplained])

@@ -1,7 +1,8 @@
 """``python -m ordo_sandbox.scenario.producer``: a keyed producer that numbers each key's records.
 
-Writes "key seq" for every delivered record to ``--out`` when it stops (SIGTERM). ``--plain`` uses
-the raw confluent-kafka Producer with librdkafka's own partitioner: the control that reorders.
+Writes "key seq partition offset" for every delivered record to ``--out`` when it stops
+(SIGTERM). ``--plain`` uses the raw confluent-kafka Producer with librdkafka's own partitioner:
+the control that reorders.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     def on_delivery(error: KafkaError | None, message: Any) -> None:
         record = decode(message.value())
         if error is None:
-            delivered.append(f"{record.key} {record.seq}")
+            delivered.append(f"{record.key} {record.seq} {message.partition()} {message.offset()}")
         else:  # lost: the verifier reports it missing, this says why
             print(
                 f"delivery of {record.key} #{record.seq} to p{message.partition()} failed: {error}",
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         sequence[index] += 1
         producer.poll(0)
         pacer.wait(stop)
-    producer.flush(60)
+    unsent = producer.flush(60)
+    if unsent:  # neither delivered nor failed: the verifier counts them missing, this says why
+        print(f"{unsent} records still unacknowledged after flush(60)", file=sys.stderr, flush=True)
     if isinstance(producer, OrderedProducer):
         producer.close()
     args.out.write_text("".join(line + "\n" for line in delivered))

@@ -12,7 +12,15 @@ from pathlib import Path
 
 from ordo.verify import KeyOrder
 
-__all__ = ["KeyOrder", "Processed", "Verdict", "read_delivered", "read_processed", "verify"]
+__all__ = [
+    "KeyOrder",
+    "Processed",
+    "Verdict",
+    "read_acknowledged",
+    "read_delivered",
+    "read_processed",
+    "verify",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -53,13 +61,26 @@ def _pairs(pairs: Iterable[tuple[str, int]]) -> str:
 
 
 def read_delivered(paths: Iterable[Path]) -> dict[str, int]:
-    """key → number of records delivered (seq 0..n-1), from producers' logs ("key seq" lines)."""
+    """key → number of records delivered (seq 0..n-1), from producers' logs ("key seq ..." lines)."""
     highest: dict[str, int] = {}
     for path in paths:
         for line in path.read_text().splitlines():
-            key, seq = line.split()
+            key, seq = line.split()[:2]
             highest[key] = max(highest.get(key, -1), int(seq))
     return {key: top + 1 for key, top in highest.items()}
+
+
+def read_acknowledged(paths: Iterable[Path]) -> dict[tuple[str, int], str]:
+    """(key, seq) → where the broker's acknowledgement put it ("p3@812"), for every record a
+    producer's log lists with a partition and offset; a seq below a key's highest that is absent
+    here was never acknowledged."""
+    acknowledged: dict[tuple[str, int], str] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                acknowledged[(parts[0], int(parts[1]))] = f"p{parts[2]}@{parts[3]}"
+    return acknowledged
 
 
 def read_processed(path: Path) -> Iterator[Processed]:

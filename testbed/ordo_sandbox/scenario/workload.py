@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario.progress import find_records, partition_progress
-from ordo_sandbox.scenario.verify import Verdict, read_delivered, read_processed, verify
+from ordo_sandbox.scenario.verify import Verdict, read_acknowledged, read_delivered, read_processed, verify
 
 __all__ = ["Workload"]
 
@@ -145,7 +145,12 @@ class Workload:
             for record in read_processed(path):
                 through[record.partition] = max(through.get(record.partition, 0), record.offset + 1)
         lines.append("processed through: " + "; ".join(f"p{p} {o}" for p, o in sorted(through.items())))
-        lines += _missing(read_delivered(self.delivered_paths()), self._processed_paths(), self._where)
+        lines += _missing(
+            read_delivered(self.delivered_paths()),
+            read_acknowledged(self.delivered_paths()),
+            self._processed_paths(),
+            self._where,
+        )
         for path in errs:
             tail = path.read_text(errors="replace").splitlines()[-60:]
             lines += [f"--- {path.name}", *tail]
@@ -166,12 +171,14 @@ class Workload:
 
 def _missing(
     delivered: dict[str, int],
+    acknowledged: dict[tuple[str, int], str],
     logs: list[Path],
     where: Callable[[set[tuple[str, int]]], dict[tuple[str, int], str]],
     most: int = 10,
 ) -> list[str]:
-    """A few records never processed, each with where its key was last seen (partition@offset)
-    and where it is in Kafka (``where``: an answer for each record asked about)."""
+    """A few records never processed, each with where the broker acknowledged it, where its key
+    was last seen (partition@offset) and where it is in Kafka (``where``: an answer for each
+    record asked about)."""
     seen: dict[str, set[int]] = {}
     last: dict[str, str] = {}
     for path in logs:
@@ -187,7 +194,8 @@ def _missing(
     shown = gaps[:most]
     in_kafka = where(set(shown)) if shown else {}
     lines = [
-        f"missing {key} #{seq} (key last seen at {last.get(key, 'nowhere')}; "
+        f"missing {key} #{seq} (acknowledged at {acknowledged.get((key, seq), 'none: never acknowledged')}; "
+        f"key last seen at {last.get(key, 'nowhere')}; "
         f"in Kafka at {in_kafka[(key, seq)]})"
         for key, seq in shown
     ]
