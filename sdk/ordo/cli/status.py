@@ -125,10 +125,11 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
         raise CliError(f"cannot read the kubeconfig {kubeconfig}: {error.strerror}") from None
     config: Any = kubernetes.config
     try:
-        client = config.new_client_from_config(str(kubeconfig))
+        configuration = kubernetes.client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
         # one attempt: an unreachable API server is one line at once, not three retries logged
-        client.configuration.retries = 0
-        client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
+        configuration.retries = 0
+        client: Any = kubernetes.client.ApiClient(configuration)
     except Exception as error:
         raise CliError(f"cannot use the kubeconfig {kubeconfig}: {error}") from None
     custom: Any = kubernetes.client.CustomObjectsApi(client)
