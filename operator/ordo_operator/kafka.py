@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, OffsetSpec
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions
 
+from ordo._partitions import await_served, end_offsets
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
 from ordo.epochs.registry import ProducerRegistry, ProducerReport
@@ -55,13 +55,7 @@ class KafkaSide:
 
     def end_offsets(self, topic: str, partitions: int) -> dict[int, int]:
         """The log end of partitions 0..partitions-1 (read_uncommitted: the thresholds)."""
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        request = {TopicPartition(topic, p): latest for p in range(partitions)}
-        futures = self.admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=self.timeout
-        )
-        wait = self.timeout + 5
-        return {tp.partition: future.result(timeout=wait).offset for tp, future in futures.items()}
+        return end_offsets(self.admin, topic, partitions, self.timeout)
 
     def create_partitions(self, topic: str, count: int) -> str | None:
         """Raise the topic to ``count`` partitions and return once their leaders serve them. A
@@ -76,31 +70,9 @@ class KafkaSide:
             if (self.partition_count(topic) or 0) < count:
                 raise
             note = f"CreatePartitions failed ({error.args[0]}) but took effect: {topic} has {count}"
-        self._await_served(topic, count)
+        # the new epoch is published only once every partition is served (ordo._partitions)
+        await_served(self.admin, topic, count, self.timeout)
         return note
-
-    def _await_served(self, topic: str, count: int) -> None:
-        """Wait until the leader of each of the ``count`` partitions answers ListOffsets for it.
-
-        CreatePartitions answers, and the metadata lists the new partitions, before the broker
-        hosts them: it opens their logs one by one and answers NOT_LEADER_FOR_PARTITION until
-        then. An idempotent producer that writes to a partition in that window can be told its
-        first batch was written when it was not (Kafka 4.3.1, librdkafka 2.16; see
-        docs/reliability.md). So the new epoch is published only once every partition is served."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                self.end_offsets(topic, count)  # every partition's leader answered
-                return
-            except KafkaException as error:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"partitions of {topic!r} are created but not all served by a leader "
-                        f"after {self.timeout:g}s: {error}"
-                    ) from error
-            # the admin client finds leaders in its own metadata: refresh it, then ask again
-            self.admin.list_topics(topic, timeout=self.timeout)
-            time.sleep(0.05)
 
     def write_history(self, history: EpochHistory) -> None:
         """Write the topic's new history and wait until the log reads it back (a write that is not

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewPartitions
 
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter
@@ -39,7 +38,7 @@ def _grown_topic(kafka: KafkaHandle, epochs: str) -> str:
 
     write("x", 0, range(PER_EPOCH))
     write("y", 2, range(PER_EPOCH))
-    kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(15)
+    kafka.grow(topic, 4)
     wait_for(lambda: len(producer.list_topics(topic, 10).topics[topic].partitions) == 4, 30, "4 partitions")
     history = EpochHistory.initial(topic, 3).begin_fence(4).publish({0: PER_EPOCH, 1: 0, 2: PER_EPOCH})
     writer = EpochLogWriter(kafka.config(), epochs)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import NewPartitions
 
 from ordo.cli import main as ordo
 from ordo.epochs import EpochHistory
@@ -32,7 +31,7 @@ def _expanded(kafka: KafkaHandle, epochs: str, topic: str) -> None:
     consumer = Consumer(kafka.config(group_id="ends"))
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(2)}
     consumer.close()
-    kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(15)
+    kafka.grow(topic, 4)
     writer = EpochLogWriter({"bootstrap.servers": kafka.bootstrap}, epochs)
     writer.write(EpochHistory.initial(topic, 2).begin_fence(4).publish(ends))
     writer.close()

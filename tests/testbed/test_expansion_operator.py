@@ -196,7 +196,6 @@ def test_partitions_added_outside_ordo_are_reported_and_an_expansion_covers_them
     of partition 5 and says why; an OrderedTopicExpansion to 6 (as the message advises) covers
     them with an epoch and the consumer gets them."""
     from confluent_kafka import Producer, TopicPartition
-    from confluent_kafka.admin import NewPartitions
 
     from ordo import gated_consumer
     from ordo.gated_consumer import GatedConsumer
@@ -216,7 +215,7 @@ def test_partitions_added_outside_ordo_are_reported_and_an_expansion_covers_them
             return found[0]["status"] if found else None
 
         assert wait_for(in_sync, 30, "the first partitions check") == "True"
-        kafka.admin.create_partitions([NewPartitions(topic, 6)])[topic].result(10)
+        kafka.grow(topic, 6)
         producer = Producer(kafka.config())
         producer.produce(topic, b"outside", partition=5)
         assert producer.flush(10) == 0

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from confluent_kafka.admin import NewPartitions, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamp
@@ -35,7 +35,7 @@ def expanded(kafka: KafkaHandle) -> Iterator[tuple[str, str]]:
     assert producer.flush(30) == 0
     history = EpochHistory.initial(topic, 2).begin_fence(4)
     writer.write(history)
-    kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+    kafka.grow(topic, 4)
     writer.write(history.publish({0: OLD_RECORDS, 1: 0}))
     producer = Producer(kafka.config(linger_ms=5))  # a new client sees the 4 partitions at once
     for i in range(10):
@@ -198,7 +198,7 @@ def test_a_record_stamped_with_an_epoch_the_log_has_not_shown_waits_for_the_log(
             produce(range(5, 10))  # fetched in a batch of their own, the gate open for r0-r4
             assert _drain(consumer, 1, timeout=2) == []
             assert consumer.closed_gates()[(topic, 0)].unknown_epoch
-            kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+            kafka.grow(topic, 4)
             writer.write(history.begin_fence(4).publish({0: 5, 1: 0}))
             assert [m.value() for m in _drain(consumer, 5)] == [f"r{i}".encode() for i in range(5, 10)]
             assert consumer.closed_gates() == {}
@@ -234,7 +234,7 @@ def test_partitions_waiting_for_each_other_open_past_transaction_markers(kafka: 
     writer = EpochLogWriter(kafka.config(), epochs)
     history = EpochHistory.initial(topic, 2).begin_fence(3)
     writer.write(history)
-    kafka.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+    kafka.grow(topic, 3)
     writer.write(history.publish(thresholds))
     writer.close()
     producer.begin_transaction()
@@ -267,7 +267,7 @@ def test_a_subscribed_member_is_given_the_new_partitions_when_the_epoch_is_publi
         wait_for(lambda: not consumer.consume(10, 0.1) and len(consumer.raw.assignment()) == 2, 30, "2 owned")
         history = EpochHistory.initial(topic, 2).begin_fence(4)
         writer.write(history)
-        kafka.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+        kafka.grow(topic, 4)
         writer.write(history.publish({0: 0, 1: 0}))
         producer = Producer(kafka.config())
         producer.produce(topic, b"moved", partition=3, headers=list(stamp(1)))

@@ -97,12 +97,22 @@ class Member:
         )
 
     def committed(self, topic: str) -> list[Any]:
+        """The committed records of ``topic``, read once every transaction written to it is
+        resolved: commit_transaction() returns before the markers are written, and until then
+        the last stable offset hides the transaction just committed."""
+        partitions = range(2 if topic == self.topic else 1)
+        wait_for(
+            lambda: end_offsets(self.kafka.bootstrap, topic, partitions, "read_committed")
+            == end_offsets(self.kafka.bootstrap, topic, partitions),
+            30,
+            f"{topic}'s transactions resolved",
+        )
         consumer = Consumer(
             self.kafka.config(
                 group_id=self.kafka.topic("v"), isolation_level="read_committed", enable_partition_eof=True
             )
         )
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(2 if topic == self.topic else 1)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         end = sum(consumer.get_watermark_offsets(tp)[1] for tp in consumer.assignment())
         messages = consume(consumer, until_eof=len(consumer.assignment())) if end else []
         consumer.close()

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewPartitions
 from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamped_epoch
@@ -47,7 +46,7 @@ class Setup:
         )
 
     def grow_broker(self, count: int) -> None:
-        self.kafka.admin.create_partitions([NewPartitions(self.topic, count)])[self.topic].result(10)
+        self.kafka.grow(self.topic, count)
 
     def fence(self, history: EpochHistory, producer_id: str, count: int) -> EpochHistory:
         """Begin a fence to ``count`` partitions and wait for ``producer_id`` to acknowledge it."""

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka.admin import NewPartitions
 
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
@@ -89,7 +88,7 @@ def test_new_partitions_are_used_from_the_next_record_after_the_epoch_flip(
         p.produce(topic, b"old", key=b"k")
     history = EpochHistory.initial(topic, PARTITIONS).begin_fence(9)
     writer.write(history)
-    kafka.admin.create_partitions([NewPartitions(topic, 9)])[topic].result(10)
+    kafka.grow(topic, 9)
     writer.write(history.publish(dict.fromkeys(range(PARTITIONS), 10)))
     wait_for(lambda: p.partitions_for(topic) == 9, 10, "the producer to see epoch 1")
     for _ in range(9 * 5):

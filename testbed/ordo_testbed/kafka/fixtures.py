@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from ordo._partitions import await_served
 from ordo.group_protocol import GROUP_PROTOCOLS
 from ordo_testbed.kafka.broker import KafkaTestbed
 from ordo_testbed.kafka.faults import FaultSet
@@ -58,9 +59,18 @@ class KafkaHandle:
         return self._topic(prefix)
 
     def create_topic(self, partitions: int = 1, prefix: str = "t", name: str | None = None) -> str:
+        """A new topic, returned once the broker serves every partition of it (a record written
+        to a partition it lists but does not host yet can be acknowledged and lost)."""
         name = name or self.topic(prefix)
         self.admin.create_topics([NewTopic(name, partitions)], operation_timeout=10)[name].result(15)
+        await_served(self.admin, name, partitions, 30)
         return name
+
+    def grow(self, topic: str, partitions: int) -> None:
+        """Raise ``topic`` to ``partitions`` outside ordo (no epoch), and return once the broker
+        serves the new partitions (as the operator does before it publishes an epoch)."""
+        self.admin.create_partitions([NewPartitions(topic, partitions)])[topic].result(15)
+        await_served(self.admin, topic, partitions, 30)
 
 
 @pytest.fixture(scope="session")
