@@ -102,8 +102,10 @@ class Member:
         the last stable offset hides the transaction just committed."""
         partitions = range(2 if topic == self.topic else 1)
         wait_for(
-            lambda: end_offsets(self.kafka.bootstrap, topic, partitions, "read_committed")
-            == end_offsets(self.kafka.bootstrap, topic, partitions),
+            lambda: (
+                end_offsets(self.kafka.bootstrap, topic, partitions, "read_committed")
+                == end_offsets(self.kafka.bootstrap, topic, partitions)
+            ),
             30,
             f"{topic}'s transactions resolved",
         )
