@@ -305,5 +305,5 @@ def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
         with Path(path).open("a") as out:
             out.write(json.dumps(report) + "\n")
     assert report["violations"] == 0
-    # about 2,000 in 50 s on an idle machine; 910 in a full run beside two benchmarks
+    # a floor, not a rate: 910 in a full run beside two benchmarks on 2 cores
     assert sources.records > 500, "the members copied under chaos"
