@@ -32,7 +32,7 @@ from ordo_testbed.resources import Groups
 from ordo_testbed.waiting import wait_for
 
 from ._plot import HERE, rates
-from ._result import Result
+from ._result import Result, Stopwatch
 from ._testbed import full_testbed
 
 SESSION = 3
@@ -43,6 +43,7 @@ ROUNDS = 3
 TRANSACTION_SIZES = (10, 100, 1_000)  # records per transaction
 ROUNDS_EOS = 5
 VALUE = b"x" * 100
+Sample = tuple[float, float]  # (records/s, CPU µs/record)
 
 
 class _FirstWrites:
@@ -231,8 +232,8 @@ def _label_bursts(
 
 def _throughput(
     bootstrap: str, kubeconfig: Path, pods: PodSet, groups: Groups
-) -> dict[int, tuple[list[float], list[float]]]:
-    """Per transaction size, (GroupProducer, raw) records/s per round, the first side alternating."""
+) -> dict[int, tuple[list[Sample], list[Sample]]]:
+    """Per transaction size, (GroupProducer, raw) samples per round, the first side alternating."""
     topic = "eos"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 4)])[topic].result(10)
@@ -245,7 +246,7 @@ def _throughput(
     raw.init_transactions(30)
     try:
         wait_for(lambda: member.owned() == [0], 60, "the bench member's assignment")
-        rates: dict[int, tuple[list[float], list[float]]] = {}
+        rates: dict[int, tuple[list[Sample], list[Sample]]] = {}
         for size in TRANSACTION_SIZES:
             transactions = min(200, max(20, 20_000 // size))
             ours, theirs = rates[size] = ([], [])
@@ -260,19 +261,19 @@ def _throughput(
         member.close()
 
 
-def _timed_ours(member: GroupProducer, topic: str, transactions: int, size: int) -> float:
-    began = time.perf_counter()
+def _timed_ours(member: GroupProducer, topic: str, transactions: int, size: int) -> Sample:
+    clock = Stopwatch()
     for t in range(transactions):
         with member.transaction(0) as tx:
             for i in range(size):
                 tx.produce(topic, VALUE, f"k{i}".encode())
             tx.commit(str(t))
-    return transactions * size / (time.perf_counter() - began)
+    return clock.rate(transactions * size), clock.cpu_us(transactions * size)
 
 
-def _timed_raw(raw: Producer, topic: str, transactions: int, size: int) -> float:
+def _timed_raw(raw: Producer, topic: str, transactions: int, size: int) -> Sample:
     """The same records by hand: the data and a checkpoint record in each transaction."""
-    began = time.perf_counter()
+    clock = Stopwatch()
     for t in range(transactions):
         raw.begin_transaction()
         for i in range(size):
@@ -280,7 +281,7 @@ def _timed_raw(raw: Producer, topic: str, transactions: int, size: int) -> float
         checkpoint = json.dumps({"checkpoint": str(t), "member": "raw", "generation": 1, "written_at_ms": 0})
         raw.produce(DEFAULT_CHECKPOINT_TOPIC, checkpoint.encode(), b"bench/raw/0", 0)
         raw.commit_transaction(30)
-    return transactions * size / (time.perf_counter() - began)
+    return clock.rate(transactions * size), clock.cpu_us(transactions * size)
 
 
 def _api_client(kubeconfig: Path) -> Any:
@@ -321,10 +322,11 @@ def run() -> list[Result]:
             Result.paired(
                 f"GroupProducer exactly-once vs raw transactional producer (same data + checkpoint "
                 f"record), {size:,} x 100 B per transaction",
-                ours,
-                theirs,
+                [rate for rate, _ in ours],
+                [rate for rate, _ in theirs],
                 "rec/s",
                 ">= 0.9",
+                ([cpu for _, cpu in ours], [cpu for _, cpu in theirs]),
             )
         )
     return results
