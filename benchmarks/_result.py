@@ -18,6 +18,10 @@ class Stopwatch:
     def __init__(self) -> None:
         self._wall, self._cpu = time.perf_counter(), time.process_time()
 
+    def elapsed(self) -> tuple[float, float]:
+        """(wall s, CPU s)."""
+        return time.perf_counter() - self._wall, time.process_time() - self._cpu
+
     def rate(self, records: int) -> float:
         """Records per second of wall time."""
         return records / (time.perf_counter() - self._wall)
