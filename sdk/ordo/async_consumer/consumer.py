@@ -221,6 +221,10 @@ class AsyncConsumer:
             and self._scheduler.total
             and (self._ordered or len(self._in_flight) - len(self._done) <= self._wake_at)
         ):
+            # one wake-up is enough: the workers finishing meanwhile need not queue for the lock
+            # (the waiting poll holds it from raising the flag until it waits, so this notify
+            # cannot come between the two)
+            self._poll_waiting = False
             with self._cond:
                 self._cond.notify_all()
 
