@@ -3,7 +3,8 @@ the obvious way, side by side: records/s from the first record handed out to the
 and the process's CPU microseconds per record over the same window, with no work and with 1 ms of
 (sleeping) work per record on 4 workers, a pool task per record; and with no work in tasks of 100
 records (``done_many`` per task; the raw side stores the task's offsets in one call), where the
-pool's own cost per task (a Future, its lock) no longer hides the consumers'."""
+pool's own cost per task (a Future, its lock) no longer hides the consumers', at Python's switch
+interval and at 0.5 ms (docs/performance.md: the AsyncConsumer's extra thread costs handoffs)."""
 
 from __future__ import annotations
 
