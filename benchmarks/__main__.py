@@ -38,10 +38,10 @@ def main(selected: list[str]) -> int:
         console.print(f"[bold]running {name}[/bold]")
         results.extend(importlib.import_module(name).run())
     table = Table(title=f"ordo benchmarks — {machine()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-    for column in ("benchmark", "ordo", "baseline", "ratio", "target", "verdict"):
+    for column in ("benchmark", "ordo", "baseline", "ratio", "CPU µs/record", "target", "verdict"):
         table.add_column(column)
     for r in results:
-        table.add_row(r.name, r.ordo_text, r.baseline_text, r.ratio_text, r.target, r.verdict)
+        table.add_row(r.name, r.ordo_text, r.baseline_text, r.ratio_text, r.cpu_text, r.target, r.verdict)
     console.print(table)
     if not selected:  # the report is of the whole set; a partial run only prints
         console.print(f"report: {write_report(results, ran)}")

@@ -55,13 +55,16 @@ def write_report(results: Sequence[Result], modules: Sequence[str], path: Path =
         "a median is taken from); absolute figures vary with the machine's load. The baseline of a "
         "throughput row is the raw confluent-kafka client tuned as a user would tune it, against the "
         "same Apache Kafka broker: the client's own ceiling on this machine. Verdict: met or missed "
-        "when every round is on the same side of the target, unclear when the rounds fall on both.",
+        "when every round is on the same side of the target, unclear when the rounds fall on both. CPU "
+        "µs/record: this process's CPU time (every thread: the SDK's, librdkafka's, the workers') per "
+        "record, ordo / baseline (ordo's extra), each side's median over the rounds; the broker's "
+        "is not counted (docs/performance.md says what dominates it).",
         "",
-        "| benchmark | ordo | baseline | ratio | target | verdict |",
-        "|---|---|---|---|---|---|",
+        "| benchmark | ordo | baseline | ratio | CPU µs/record | target | verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        cells = (r.name, r.ordo_text, r.baseline_text, r.ratio_text, r.target or "-", r.verdict)
+        cells = (r.name, r.ordo_text, r.baseline_text, r.ratio_text, r.cpu_text, r.target or "-", r.verdict)
         lines.append("| " + " | ".join(cells) + " |")
     images = sorted(p.name for p in HERE.glob("*.png"))
     if images:

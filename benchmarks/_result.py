@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,10 +11,32 @@ from dataclasses import dataclass
 _BOUND = re.compile(r"^(?:ratio )?(>=|<=) ([0-9.]+)(?: [a-z]+)?(?: \(.*\))?$")
 
 
+class Stopwatch:
+    """Wall time and this process's CPU time (every thread of it: the SDK's, librdkafka's, the
+    workers') since it was made. The broker is another process: its CPU is not counted."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def elapsed(self) -> tuple[float, float]:
+        """(wall s, CPU s)."""
+        return time.perf_counter() - self._wall, time.process_time() - self._cpu
+
+    def rate(self, records: int) -> float:
+        """Records per second of wall time."""
+        return records / (time.perf_counter() - self._wall)
+
+    def cpu_us(self, records: int) -> float:
+        """Microseconds of CPU per record."""
+        return (time.process_time() - self._cpu) * 1e6 / records
+
+
 @dataclass(frozen=True)
 class Result:
     """One side-by-side measurement: ordo's figure, the baseline's, and the ratio between them.
-    ``spread``: the lowest and highest ratio of the rounds the figure is the median of."""
+    ``spread``: the lowest and highest ratio of the rounds the figure is the median of.
+    ``cpu_us``: (ordo, baseline) CPU microseconds per record, each side's median over the rounds:
+    where a ratio's time goes."""
 
     name: str
     ordo: float
@@ -20,6 +44,7 @@ class Result:
     unit: str
     target: str = ""
     spread: tuple[float, float] | None = None
+    cpu_us: tuple[float, float] | None = None
 
     @classmethod
     def absolute(cls, name: str, value: float, unit: str, target: str = "") -> Result:
@@ -28,15 +53,22 @@ class Result:
 
     @classmethod
     def paired(
-        cls, name: str, ordo: Sequence[float], baseline: Sequence[float], unit: str, target: str = ""
+        cls,
+        name: str,
+        ordo: Sequence[float],
+        baseline: Sequence[float],
+        unit: str,
+        target: str = "",
+        cpu_us: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> Result:
         """Of rounds measured side by side (ordo[i] beside baseline[i]), the round with the median
         ratio, and the spread of all rounds' ratios. Rates on a shared machine swing between
         rounds, so comparing each side's best would compare different luck; a round shares its
-        moment's load."""
+        moment's load. ``cpu_us``: (ordo's, the baseline's) CPU microseconds per record per round."""
         ratios = sorted((o / b, o, b) for o, b in zip(ordo, baseline, strict=True))
         _, median_ordo, median_baseline = ratios[len(ratios) // 2]
-        return cls(name, median_ordo, median_baseline, unit, target, (ratios[0][0], ratios[-1][0]))
+        cpu = None if cpu_us is None else (statistics.median(cpu_us[0]), statistics.median(cpu_us[1]))
+        return cls(name, median_ordo, median_baseline, unit, target, (ratios[0][0], ratios[-1][0]), cpu)
 
     @property
     def ratio(self) -> float:
@@ -49,6 +81,14 @@ class Result:
         if self.spread is None:
             return f"{self.ratio:.2f}"
         return f"{self.ratio:.2f} ({self.spread[0]:.2f}-{self.spread[1]:.2f})"
+
+    @property
+    def cpu_text(self) -> str:
+        """ "ordo / baseline" CPU microseconds per record, and ordo's extra per record."""
+        if self.cpu_us is None:
+            return "-"
+        ours, theirs = self.cpu_us
+        return f"{ours:.1f} / {theirs:.1f} ({ours - theirs:+.1f})"
 
     @property
     def verdict(self) -> str:

@@ -6,8 +6,9 @@
   AsyncConsumer (flushes aside, ``delay_revoke`` meanwhile) vs a naive consumer that flushes inside
   ``on_revoke``. Both timelines go to ``benchmarks/async_consumer_rebalance.png``;
 - the same for several buffer sizes (how large ``max_buffered`` must be);
-- duplicates after the rebalance (records processed twice, counted by the independent verifier);
-- steady state: AsyncConsumer vs a raw Consumer + thread pool written the obvious way.
+- duplicates after the rebalance (records processed twice, counted by the independent verifier).
+
+The steady state (no rebalance) is ``async_steady_bench``.
 """
 
 from __future__ import annotations
@@ -523,73 +524,6 @@ def _runs_of(points: list[tuple[float, float]]) -> list[list[tuple[float, float]
     return groups
 
 
-def _steady(bootstrap: str, kind: str, work: float, records: int) -> float:
-    """Records/s consuming ``records`` prefilled records with ``work`` s per record."""
-    topic = f"steady-{kind}-{time.monotonic_ns()}"
-    _fill(bootstrap, topic, records)
-    config = {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}
-    log = _Log(kind)
-    counted = threading.Semaphore(0)
-    pool = ThreadPoolExecutor(WORKERS)
-    first: float | None = None
-    if kind == "async":
-        consumer = AsyncConsumer(config, [topic], ordering="unordered", max_in_flight=MAX_IN_FLIGHT)
-
-        def task(message: Message) -> None:
-            _work(message, log, work)
-            consumer.done(message)
-            counted.release()
-
-        handed = 0
-        while handed < records:
-            batch = consumer.poll(0.1)
-            if first is None and batch.records:
-                first = time.monotonic()
-            for record in batch.records:
-                pool.submit(task, record)
-            handed += len(batch.records)
-        for _ in range(records):
-            counted.acquire()
-        elapsed = time.monotonic() - (first or 0)
-        consumer.close()
-    else:
-        raw = Consumer({**config, "enable.auto.offset.store": False})
-        raw.subscribe([topic])
-        room = threading.BoundedSemaphore(MAX_IN_FLIGHT)
-
-        def raw_task(message: Message) -> None:
-            _work(message, log, work)
-            raw.store_offsets(message=message)
-            room.release()
-            counted.release()
-
-        handed = 0
-        while handed < records:
-            for message in raw.consume(1000, 0.1):
-                if message.error() is not None:
-                    continue
-                if first is None:
-                    first = time.monotonic()
-                room.acquire()
-                pool.submit(raw_task, message)
-                handed += 1
-        for _ in range(records):
-            counted.acquire()
-        elapsed = time.monotonic() - (first or 0)
-        raw.close()
-    pool.shutdown()
-    return records / elapsed
-
-
-def _rounds(measure: Callable[[str], float], rounds: int) -> tuple[list[float], list[float]]:
-    """(AsyncConsumer, raw) records/s per round, each round one run of each, the first alternating."""
-    rates: dict[str, list[float]] = {"async": [], "raw": []}
-    for round_ in range(rounds):
-        for kind in ("async", "raw") if round_ % 2 else ("raw", "async"):
-            rates[kind].append(measure(kind))
-    return rates["async"], rates["raw"]
-
-
 def run() -> list[Result]:
     results: list[Result] = []
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory() as tmp:
@@ -620,8 +554,4 @@ def run() -> list[Result]:
                 Result(f"  max_buffered {size:,}: kept {run_.buffer_at_revoke:,} records at the revocation; "
                        f"{run_.duplicates} duplicates", run_.during, run_.steady, "rec/s")
             )  # fmt: skip
-        for label, work, records in (("1 ms/record", WORK, 20_000), ("no work", 0.0, 60_000)):
-            ordo, raw = _rounds(lambda kind: _steady(bootstrap, kind, work, records), rounds=5)  # noqa: B023
-            name = f"steady state, {label}, {WORKERS} workers: AsyncConsumer vs raw Consumer + pool"
-            results.append(Result.paired(name, ordo, raw, "rec/s", ">= 0.9"))
     return results

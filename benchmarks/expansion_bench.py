@@ -7,9 +7,9 @@
   backlog the broker has: at 4 x 10,000 records/s this 2-core machine (broker, API server,
   operator and producers on it) fell behind, the queues stayed full, and the fence's flush alone
   took 0.4-1.0 s. The rate here is one the broker keeps up with, so the figure is the protocol's;
-- GatedConsumer vs raw Consumer throughput with no gate closed, side by side in alternating
-  rounds, straight to the broker (no fault proxy: the raw client's ceiling is Kafka's);
 - gate opening latency (prior partition committed past its threshold -> gated partition delivering).
+
+GatedConsumer's throughput is ``gated_consumer_bench``.
 """
 
 from __future__ import annotations
@@ -35,15 +35,13 @@ from ordo_testbed.resources import Expansions
 
 from ._plot import HERE, timeline_png
 from ._result import Result
-from ._testbed import full_testbed, kafka_bootstrap
+from ._testbed import full_testbed
 
 EXPANSIONS = 20
 PRODUCERS = 4
 RATE = 2_500  # records/s per producer
 STEADY = 1.5  # seconds of steady producing between two expansions
 QUEUED = 2_000
-CONSUMED = 1_000_000  # records per consumer run: a few seconds for the raw client on Kafka
-CONSUMER_ROUNDS = 5
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -133,64 +131,6 @@ def _plot_timeline(samples: list[tuple[float, int]], windows: list[tuple[float, 
     )
 
 
-def _consume_rate(make: Any, total: int) -> float:
-    consumer = make()
-    got = 0
-    start = time.perf_counter()
-    while got < total:
-        for message in consumer.consume(10_000, 1.0):
-            if message.error() is None:
-                got += 1
-    rate = total / (time.perf_counter() - start)
-    consumer.close()
-    return rate
-
-
-def _consumer_rates(bootstrap: str) -> tuple[list[float], list[float]]:
-    """(gated, raw) records/s per round, each round one run of each, the first side alternating."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("gated", 4)])["gated"].result(10)
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000}
-    )
-    for i in range(CONSUMED):
-        while True:
-            try:
-                producer.produce("gated", b"x" * 100, key=str(i).encode(), partition=i % 4)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(60)
-    # An expanded topic (2 -> 4, gates already open): every record goes through the gate's checks.
-    EpochLogWriter({"bootstrap.servers": bootstrap}).write(
-        EpochHistory.initial("gated", 2).begin_fence(4).publish({0: 0, 1: 0})
-    )
-    assign = [TopicPartition("gated", p, 0) for p in range(4)]
-    # both sides as a tuned user would read: batched consume(), large fetches (10 MB a partition
-    # doubles the raw client's rate here against librdkafka's 1 MB: fewer fetch round trips)
-    config = {
-        "bootstrap.servers": bootstrap,
-        "fetch.min.bytes": 100_000,
-        "max.partition.fetch.bytes": 10 * 1024 * 1024,
-        "enable.auto.commit": False,
-    }
-    rates: dict[str, list[float]] = {"raw": [], "gated": []}
-    for run in range(CONSUMER_ROUNDS):
-
-        def raw(run: int = run) -> Consumer:
-            consumer = Consumer({**config, "group.id": f"raw-{run}"})
-            consumer.assign(assign)
-            return consumer
-
-        def gated(run: int = run) -> GatedConsumer:
-            return GatedConsumer({**config, "group.id": f"gated-{run}"}, ["gated"], assignment=assign)
-
-        sides = {"raw": raw, "gated": gated}
-        for name in sides if run % 2 else reversed(sides):
-            rates[name].append(_consume_rate(sides[name], CONSUMED))
-    return rates["gated"], rates["raw"]
-
-
 def _gate_latency(bootstrap: str, auto_commit: bool, rounds: int = 10) -> list[float]:
     """Seconds from the moment partition 0 is processed up to its threshold until a member held
     behind it gets its first record. Without auto-commit, "processed" is an explicit commit by
@@ -245,8 +185,6 @@ def _gate_latency(bootstrap: str, auto_commit: bool, rounds: int = 10) -> list[f
 
 
 def run() -> list[Result]:
-    with kafka_bootstrap() as bootstrap:
-        gated, raw = _consumer_rates(bootstrap)
     with tempfile.TemporaryDirectory() as tmp, full_testbed(Path(tmp) / "bed") as (bootstrap, kubeconfig):
         stalls = _stalls(bootstrap, kubeconfig, Path(tmp))
         latencies = _gate_latency(bootstrap, auto_commit=False)
@@ -258,7 +196,6 @@ def run() -> list[Result]:
     print(f"  with auto-commit: p50={statistics.median(auto_latencies):.3f}s max={max(auto_latencies):.3f}s")
     load = f"{PRODUCERS} producers x {RATE:,} rec/s"
     return [
-        Result.paired("GatedConsumer vs raw Consumer, gates open", gated, raw, "rec/s", ">= 0.9"),
         Result.absolute(f"producer stall per expansion ({load}), p50", statistics.median(stalls), "s", "-"),
         Result.absolute(
             f"producer stall per expansion ({load}), p99", _percentile(stalls, 0.99), "s", "<= 1 s"

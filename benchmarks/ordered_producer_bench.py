@@ -20,7 +20,7 @@ from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer
 
-from ._result import Result
+from ._result import Result, Stopwatch
 from ._testbed import kafka_bootstrap
 
 RECORDS = 500_000
@@ -32,12 +32,13 @@ KEYS = [f"customer-{i % 5000}".encode() for i in range(RECORDS)]
 Produce = Callable[[str, bytes, bytes], None]
 
 
-def _until_delivered(produce: Produce, flush: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def _until_delivered(produce: Produce, flush: Callable[[], object]) -> tuple[float, float]:
+    """(records/s, CPU µs/record) from the first produce() until flush() returned."""
+    clock = Stopwatch()
     for key in KEYS:
         produce("bench", VALUE, key)
     flush()
-    return RECORDS / (time.perf_counter() - start)
+    return clock.rate(RECORDS), clock.cpu_us(RECORDS)
 
 
 def _enqueue_rates(sides: dict[str, tuple[Produce, Callable[[], object]]]) -> dict[str, float]:
@@ -75,21 +76,21 @@ def run() -> list[Result]:
             "raw": (lambda t, v, k: raw.produce(t, v, key=k), lambda: raw.flush(60)),
         }
         delivered: dict[str, list[float]] = {"ordo": [], "raw": []}
+        cpu: dict[str, list[float]] = {"ordo": [], "raw": []}
         for round_ in range(ROUNDS):
             order = ("ordo", "raw", "raw", "ordo") if round_ % 2 else ("raw", "ordo", "ordo", "raw")
-            runs: dict[str, list[float]] = {"ordo": [], "raw": []}
+            runs: dict[str, list[tuple[float, float]]] = {"ordo": [], "raw": []}
             for name in order:
                 runs[name].append(_until_delivered(*sides[name]))
-            for name, rates in runs.items():  # the same records each run: the harmonic mean
-                delivered[name].append(len(rates) / sum(1 / rate for rate in rates))
+            for name, samples in runs.items():  # the same records each run: the harmonic mean
+                delivered[name].append(len(samples) / sum(1 / rate for rate, _ in samples))
+                cpu[name].append(sum(us for _, us in samples) / len(samples))
         enqueue = _enqueue_rates(sides)
         ordo.close()
         writer.close()
-    rounds = zip(delivered["ordo"], delivered["raw"], strict=True)
-    print(
-        "  until delivered, per round (ordo / raw rec/s): "
-        + ", ".join(f"{o:,.0f}/{r:,.0f}" for o, r in rounds)
-    )
+    rounds = zip(delivered["ordo"], delivered["raw"], cpu["ordo"], cpu["raw"], strict=True)
+    shown = ", ".join(f"{o:,.0f}/{r:,.0f} {oc:.2f}/{rc:.2f}" for o, r, oc, rc in rounds)
+    print(f"  until delivered, per round (ordo / raw rec/s, CPU µs/record): {shown}")
     return [
         Result.paired(
             "OrderedProducer vs raw Producer, keyed 100 B",
@@ -97,6 +98,7 @@ def run() -> list[Result]:
             delivered["raw"],
             "rec/s",
             ">= 0.9",
+            (cpu["ordo"], cpu["raw"]),
         ),
         Result("OrderedProducer vs raw Producer, enqueue only", enqueue["ordo"], enqueue["raw"], "rec/s"),
     ]

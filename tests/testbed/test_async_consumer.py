@@ -4,6 +4,7 @@ cooperative rebalances with delayed revocation, lost partitions, asyncio."""
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections import Counter
@@ -139,11 +140,12 @@ def test_every_record_once_and_the_processed_positions_committed(
     assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
 
 
-@pytest.mark.parametrize("ordering", ["unordered", "key"])
+@pytest.mark.parametrize(("ordering", "many"), [("unordered", False), ("key", False), ("unordered", True)])
 def test_done_from_worker_threads_always_wakes_a_waiting_poll(
-    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], ordering: str
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], ordering: str, many: bool
 ) -> None:
-    """done() only queues the record; a poll waiting for room must still be woken every time.
+    """done() (and done_many()) only queues the records; a poll waiting for room must still be
+    woken every time.
     Everything is buffered first, so a poll that runs to its deadline is a lost wake-up (the
     deadline is far beyond any scheduling delay: this checks liveness, not speed)."""
     group = kafka.topic("g")
@@ -159,10 +161,41 @@ def test_done_from_worker_threads_always_wakes_a_waiting_poll(
             assert time.monotonic() - began < 29, f"a poll waited out 30 s with {consumer.buffered} buffered"
             for record in batch.records:
                 handed[_where(record)] += 1
-                workers.submit(consumer.done, record)
+                if not many:
+                    workers.submit(consumer.done, record)
+            if many:
+                workers.submit(consumer.done_many, batch.records)
     wait_for(lambda: consumer.in_flight == 0, 20, "every done() to be counted")
     consumer.close()
     assert set(handed.values()) == {1}
+    assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
+
+
+def test_done_many_in_chunks_out_of_order_commits_only_past_records_done(
+    kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer]
+) -> None:
+    """Chunks done from worker threads in shuffled order, one chunk of partition 0 held back: the
+    committed position of partition 0 stops at the held chunk, the others' reach the end; records
+    done twice count once."""
+    group = kafka.topic("g")
+    consumer = AsyncConsumer(_config(kafka, group), [filled], ordering="unordered", commit_interval=0.1)
+    closing.append(consumer)
+    total = PARTITIONS * PER_PARTITION
+    handed: list[Message] = []
+    _poll_until(consumer, "every record", _collect(handed, total))
+    held = [r for r in handed if _where(r)[0][1] == 0 and 100 <= _where(r)[1] < 200]
+    rest = [r for r in handed if not (_where(r)[0][1] == 0 and 100 <= _where(r)[1] < 200)]
+    chunks = [rest[i : i + 64] for i in range(0, len(rest), 64)]
+    random.Random(7).shuffle(chunks)
+    with ThreadPoolExecutor(4) as workers:
+        for chunk in chunks:
+            workers.submit(consumer.done_many, chunk)
+    wait_for(lambda: consumer.in_flight == len(held) == 100, 20, "every chunk but the held one done")
+    expected = [100] + [PER_PARTITION] * (PARTITIONS - 1)
+    wait_for(lambda: _committed(kafka, group, filled) == expected, 20, "the commit of what is done")
+    consumer.done_many(held + held[:10])
+    assert consumer.in_flight == 0
+    consumer.close()
     assert _committed(kafka, group, filled) == [PER_PARTITION] * PARTITIONS
 
 

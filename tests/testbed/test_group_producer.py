@@ -155,6 +155,44 @@ def test_assignment_transactions_and_revocation(member: Member) -> None:
     assert member.events[-1].assigned == {0: "after-a"}, "a re-assigned partition comes with its checkpoint"
 
 
+def test_a_unit_left_open_through_a_revocation_refuses_its_next_record(member: Member) -> None:
+    """The revocation waits for the open unit up to the session timeout, then takes the partition
+    anyway: the unit's next record is refused (produce() checks no lock, only the unit's mark)."""
+    member.assign(0, 1)
+    tx = member.producer.transaction(0)
+    tx.produce(member.topic, b"before", b"k")
+    member.assign(1)  # returns once the rebalance is delivered: after the wait for the unit
+    with pytest.raises(NotOwnedError, match="taken from member member during the transaction"):
+        tx.produce(member.topic, b"after", b"k")
+    with pytest.raises(NotOwnedError):
+        tx.commit("never")
+
+
+def test_exactly_once_records_take_the_c_path(
+    kafka: KafkaHandle, kube: Kube, pods: PodSet, log_topics: tuple[str, str]
+) -> None:
+    """A unit's plain keyed records go to librdkafka in one C call (ordo/_fastproduce.c), as a
+    lone OrderedProducer's do: the transaction adds no Python produce path of its own."""
+    pods.start("member", [sys.executable, "-c", "import time; time.sleep(600)"])
+    member = Member(kafka, kube, *log_topics, exactly_once=True)
+    try:
+        member.assign(0)
+        fast: Any = member.producer._slots[0].producer.produce
+        assert hasattr(fast, "fast_calls"), (
+            "ordo._fastproduce was not built (pip install -e . needs a compiler)"
+        )
+        keys = [f"k{i}".encode() for i in range(10)]
+        for round_ in range(3):
+            with member.producer.transaction(0) as tx:
+                for key in keys:
+                    tx.produce(member.topic, b"v", key)
+                tx.commit(str(round_))
+        # Python serves the first record of each key (its hash is not cached) and of each partition
+        assert fast.fast_calls >= 3 * len(keys) - len(keys) - 2
+    finally:
+        member.producer.close()
+
+
 def test_a_transaction_left_without_commit_is_aborted_and_says_so(member: Member) -> None:
     member.assign(0)
     with (

@@ -1,7 +1,10 @@
 """The benchmark report's verdict: a target is met or missed only when every round agrees."""
 
+import threading
+import time
+
 import pytest
-from benchmarks._result import Result
+from benchmarks._result import Result, Stopwatch
 
 
 @pytest.mark.parametrize(
@@ -28,3 +31,28 @@ def test_growth_is_the_exponent_of_a_power_law() -> None:
     assert abs(growth(sizes, [3 * n for n in sizes]) - 1) < 1e-9
     assert abs(growth(sizes, [n**2 for n in sizes]) - 2) < 1e-9
     assert abs(growth(sizes, [5.0, 5.0, 5.0])) < 1e-9
+
+
+def test_cpu_per_record_is_each_sides_median_over_the_rounds() -> None:
+    result = Result.paired(
+        "p", [9, 10, 11], [10, 10, 10], "rec/s", ">= 0.9", ([3.0, 9.0, 4.0], [2.0, 2.5, 8.0])
+    )
+    assert result.cpu_us == (4.0, 2.5)
+    assert result.cpu_text == "4.0 / 2.5 (+1.5)"
+    assert Result("info", 1, 2, "rec/s").cpu_text == "-"
+
+
+def test_the_stopwatch_counts_cpu_of_every_thread() -> None:
+    clock = Stopwatch()
+
+    def spin() -> None:  # 50 ms of CPU on another thread
+        deadline = time.thread_time() + 0.05
+        while time.thread_time() < deadline:
+            pass
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join()
+    wall, cpu = clock.elapsed()
+    assert cpu >= 0.05 and wall > 0
+    assert clock.cpu_us(1_000) >= 50

@@ -289,6 +289,9 @@ class GroupProducer:
         self._await_idle(revoked, settings.session_timeout_seconds)
         with self._lock:
             gone = [self._slots.pop(p) for p in revoked if p in self._slots]
+            for slot in gone:
+                if slot.open is not None:  # still open past the wait: its unit cannot commit now
+                    slot.open._withdraw("revoked while its transaction was still open")
             self._owned_changed()
         self._close_producers(gone, 10)
         if restart and revoked:
@@ -511,6 +514,8 @@ class GroupProducer:
         """A fenced producer: the partition is gone from this member at once."""
         with self._lock:
             slot = self._slots.pop(partition, None)
+            if slot is not None and slot.open is not None and not slot.open._finished:
+                slot.open._withdraw(reason)  # its unit can no longer commit
             self._owned_changed()
         if slot is None:
             return

@@ -97,17 +97,27 @@ class SourceTransaction:
         on_delivery: Callable[[KafkaError | None, Any], None] | None = None,
     ) -> None:
         """Send a record as part of this unit (partitioned by the producer's partitioner)."""
-        self._check_open()
-        callback = on_delivery if self._exactly_once else self._counting(on_delivery)
-        if not self._exactly_once:
-            with self._acked:
-                self._outstanding += 1
+        # the member marks a unit whose partition it takes away (_withdraw), so a record needs no
+        # look at the member under its lock: that lock cost as much as the rest of the record
+        if self._withdrawn is not None or self._finished:
+            self._check_open()
+        if self._exactly_once:
+            try:
+                if on_delivery is None and headers is None:
+                    self._producer.produce(topic, value, key)  # positional: the C path takes it
+                else:
+                    self._producer.produce(topic, value, key, on_delivery=on_delivery, headers=headers)
+            except KafkaException as error:
+                raise self._failure(error) from error
+            return
+        callback = self._counting(on_delivery)
+        with self._acked:
+            self._outstanding += 1
         try:
             self._producer.produce(topic, value, key, on_delivery=callback, headers=headers)
         except KafkaException as error:
-            if not self._exactly_once:
-                with self._acked:
-                    self._outstanding -= 1
+            with self._acked:
+                self._outstanding -= 1
             raise self._failure(error) from error
 
     def commit(self, checkpoint: str, timeout: float = 30.0) -> None:
@@ -180,7 +190,8 @@ class SourceTransaction:
 
     def _withdraw(self, reason: str) -> None:
         """The member gave the partition up mid-unit (called under its lock, so it only marks):
-        every later call of this unit raises NotOwnedError; the member aborts the unit itself."""
+        every later call of this unit raises NotOwnedError; the member aborts the unit itself.
+        Every removal of a partition with an open unit calls this: produce() relies on it."""
         self._withdrawn = reason
 
     def _check_open(self) -> None:
