@@ -32,6 +32,7 @@ from .crash import crash_point
 from .kafka import clients_for
 from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
 from .plans.group import GroupPass, LeaseView, PodView, checkpoint_rows, plan_group
+from .plans.wakeups import LeaseWakeups
 
 __all__ = ["register"]
 
@@ -79,6 +80,7 @@ class _Wakers:
 
 
 _wakers = _Wakers()
+_lease_wakeups = LeaseWakeups()  # renewals alone wake nothing: the periodic pass judges them
 
 
 class _QuietWakeups(logging.Filter):
@@ -96,8 +98,13 @@ def register(settings: OperatorConfig) -> None:
     logging.getLogger("kopf.objects").addFilter(_QuietWakeups())
 
     @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={GROUP_LABEL: kopf.PRESENT})  # type: ignore[arg-type]
-    def lease_changed(namespace: str, labels: dict[str, str], **_: Any) -> None:
-        _wakers.wake_group(namespace, labels[GROUP_LABEL])
+    def lease_changed(
+        namespace: str, name: str, labels: dict[str, str], spec: kopf.Spec, annotations: kopf.Annotations,
+        type: str | None, **_: Any,
+    ) -> None:  # fmt: skip
+        holder, acked = spec.get("holderIdentity"), annotations.get(ACK_ANNOTATION)
+        if _lease_wakeups.wakes(namespace, name, holder, acked, gone=type == "DELETED"):
+            _wakers.wake_group(namespace, labels[GROUP_LABEL])
 
     @kopf.on.event("", "v1", "pods")  # type: ignore[arg-type]
     def pod_changed(namespace: str, labels: dict[str, str], **_: Any) -> None:
