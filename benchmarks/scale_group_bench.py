@@ -31,11 +31,11 @@ import kubernetes
 
 from ordo.group.membership import Membership
 from ordo.protocol import MemberAssignment
+from ordo_testbed.members import SimulatedMembers, api_client, request_counts
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Groups
 from ordo_testbed.waiting import wait_for
 
-from ._kube_members import SimulatedMembers, api_client, request_counts
 from ._plot import HERE
 from ._result import Result
 from ._testbed import full_testbed
