@@ -1,12 +1,15 @@
 """How ordo's pure costs grow with size (issue: scale), without servers: planning and what is
-written for a ProducerGroup of up to 10,000 source partitions and 1,000 members, and an
-expansion history of up to 2,048 partitions and 100 epochs. Each cost is measured at sizes a
-factor apart and its growth fitted on a log-log scale (exponent k: O(n^k)); the curves go to
-``benchmarks/scale_curves.png``. ``ORDO_SCALE=long`` adds the largest sizes.
+written for a ProducerGroup of up to 10,000 source partitions and 1,000 members, an expansion
+history of up to 2,048 partitions and 100 epochs, the gates and the Spark source driver's
+planning per micro-batch over it. Each cost is measured at sizes a factor apart and its growth
+fitted on a log-log scale (exponent k: O(n^k)); the curves go to ``benchmarks/scale_curves.png``.
+``ORDO_SCALE=long`` adds the largest sizes (here and in the other scale modules).
 
-What runs against servers (API writes per rebalance, fence acknowledgement with many producers)
-is measured by the other benchmarks at their sizes; these are the costs that decide whether a
-size fits at all: an annotation at most 256 KiB, a Kafka record (ordo's log topics) 8 MiB.
+These are the costs that decide whether a size fits at all: an annotation at most 256 KiB, a
+Kafka record (ordo's log topics) 8 MiB. What runs against servers is measured by
+``scale_group_bench`` (a ProducerGroup on the kube-apiserver), ``scale_expansion_bench`` (an
+expansion with many producers) and ``scale_consumer_bench`` (an AsyncConsumer with many
+partitions).
 """
 
 from __future__ import annotations
