@@ -133,6 +133,10 @@ def _measure(api: Any, groups: Groups, operator_pid: int, members: int) -> _Size
         renewals_per_s, cpu, lists = _steady(api, operator_pid)
         print(f"  {members:>5} members, steady: {renewals_per_s:.1f} Lease writes/s, operator "
               f"{cpu:.0%} of a core, {lists:.1f} pod lists/s")  # fmt: skip
+        # gone before the next size: its members' Leases, no longer renewed, would expire during
+        # the next size's measurements and the operator would write their revocations then
+        groups.delete(name)
+        wait_for(lambda: not groups.exists(name), 60 + members / 2, f"{name} deleted")
     finally:
         sim.close()
     return _Size(members, owned, settled, writes, renewals_per_s, cpu, lists, size)
