@@ -26,6 +26,11 @@ class OperatorConfig:
     """How long one Kafka admin request (metadata, end offsets, CreatePartitions) may take."""
     partitions_check_seconds: float = 60.0
     """How often a completed expansion checks that its topic has no partitions added outside ordo."""
+    max_workers: int = 1_024
+    """Threads for kopf's synchronous handlers. Each ProducerGroup and each expansion in flight
+    holds one for as long as it lives (its daemon), and the pod and Lease events that wake groups
+    need the rest: with kopf's default (CPUs + 4: 6 on 2 cores) a 6th group took the last thread
+    and no wake-up ran again, a 7th was never served. Created only when needed."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorConfig:
@@ -44,4 +49,5 @@ class OperatorConfig:
             max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
             kafka_timeout_seconds=float(env.get("ORDO_KAFKA_TIMEOUT_SECONDS", "15")),
             partitions_check_seconds=float(env.get("ORDO_PARTITIONS_CHECK_SECONDS", "60")),
+            max_workers=int(env.get("ORDO_MAX_WORKERS", "1024")),
         )

@@ -24,6 +24,7 @@ def register_all(config: OperatorConfig) -> None:
         settings.posting.level = logging.WARNING  # Events come from our handlers, not from every log line
         settings.watching.server_timeout = 60
         settings.networking.request_timeout = 30
+        settings.execution.max_workers = config.max_workers  # a thread per live group (config.py)
 
     expansions.register(config)
     producer_groups.register(config)

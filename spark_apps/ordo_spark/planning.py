@@ -29,6 +29,7 @@ __all__ = [
     "Plan",
     "Slice",
     "Watermarks",
+    "all_epoch_segments",
     "available_now_target",
     "decode",
     "encode",
@@ -104,7 +105,8 @@ def readable_partitions(history: EpochHistory | None, partitions: Iterable[int])
     or all of them for a topic ordo never expanded."""
     if history is None:
         return sorted(partitions)
-    return sorted(p for p in partitions if p < history.active.partitions)
+    count = history.active.partitions
+    return sorted(p for p in partitions if p < count)
 
 
 def initial_offsets(
@@ -127,16 +129,43 @@ def initial_offsets(
 def epoch_segments(history: EpochHistory | None, partition: int) -> tuple[tuple[int, int], ...]:
     """(first offset, epoch) for each epoch of ``partition``: it starts in the epoch that
     created it (or epoch 0) and changes at each later epoch's threshold."""
+    return all_epoch_segments(history, (partition,))[partition]
+
+
+def all_epoch_segments(
+    history: EpochHistory | None, partitions: Iterable[int]
+) -> dict[int, tuple[tuple[int, int], ...]]:
+    """``epoch_segments`` of each of ``partitions``. Worked out once per history for all its
+    partitions (a pass over the whole history: 0.2 s at 2,048 partitions and 100 expansions) and
+    kept while the source plans with that same history object."""
+    wanted = list(partitions)
     if history is None:
-        return ((0, 0),)
-    segments: list[tuple[int, int]] = []
+        return dict.fromkeys(wanted, ((0, 0),))
+    kept = _SEGMENTS.get(id(history))
+    if kept is None or kept[0] is not history:
+        if len(_SEGMENTS) >= _SEGMENTS_KEPT:
+            _SEGMENTS.clear()
+        kept = _SEGMENTS[id(history)] = (history, _segments(history))
+    return {p: kept[1].get(p, ((0, 0),)) for p in wanted}
+
+
+Segments = tuple[tuple[int, int], ...]
+_SEGMENTS: dict[int, tuple[EpochHistory, dict[int, Segments]]] = {}  # id -> (the history, its segments)
+_SEGMENTS_KEPT = 64  # histories: a query's topics, each kept until its history changes
+
+
+def _segments(history: EpochHistory) -> dict[int, Segments]:
+    """Every partition's segments, in one pass over the history."""
+    segments: dict[int, list[tuple[int, int]]] = {}
     for entry in history.active_epochs:
-        if entry.from_partitions is None or entry.created(partition):
-            segments = [(0, entry.epoch)]
-        elif partition < entry.from_partitions:
-            start = entry.thresholds[partition]
-            segments = [s for s in segments if s[0] < start] + [(start, entry.epoch)]
-    return tuple(segments) or ((0, 0),)
+        for p, start in entry.thresholds.items():
+            found = segments.setdefault(p, [])
+            while found and found[-1][0] >= start:  # ascending: what an empty epoch cut off
+                found.pop()
+            found.append((start, entry.epoch))
+        for p in range(entry.from_partitions or 0, entry.partitions):
+            segments[p] = [(0, entry.epoch)]
+    return {p: tuple(found) for p, found in segments.items()}
 
 
 def plan_batch(
@@ -148,9 +177,13 @@ def plan_batch(
     gate: bool,
     fail_on_data_loss: bool,
     target: Offsets | None = None,
+    keepers: dict[str, GateKeeper] | None = None,
 ) -> Plan:
     """The end of the next batch. ``marks`` are the partitions' watermarks read after the
-    histories were brought up to date; ``target`` caps reading (Trigger.AvailableNow)."""
+    histories were brought up to date; ``target`` caps reading (Trigger.AvailableNow);
+    ``keepers``: each topic's GateKeeper of the last plan, kept while its history is the same
+    object (a cold one works out every requirement again: 0.3 s at 2,048 partitions and 100
+    expansions, each micro-batch)."""
     lost: list[str] = []
     held: list[Hold] = []
     begin: Offsets = {}
@@ -181,10 +214,16 @@ def plan_batch(
             begin[topic][p] = offset
             cap[topic][p] = max(offset, limit)
         if gate and history is not None:
-            keeper = GateKeeper(history)
+            keeper = (keepers or {}).get(topic)
+            if keeper is None or keeper.history is not history:
+                keeper = GateKeeper(history)
+                if keepers is not None:
+                    keepers[topic] = keeper
             progress = begin[topic]
+            unmet: dict[tuple[int, int], dict[int, int]] = {}  # progress is fixed for the whole plan
+            segments = all_epoch_segments(history, begin[topic])
             for p, offset in begin[topic].items():
-                closed = _first_closed(keeper, history, p, offset, cap[topic][p], progress)
+                closed = _first_closed(keeper, segments[p], p, offset, cap[topic][p], progress, unmet)
                 if closed is not None:
                     cap[topic][p] = closed.offset
                     held.append(Hold(topic, p, closed.offset, closed))
@@ -194,19 +233,20 @@ def plan_batch(
 
 def _first_closed(
     keeper: GateKeeper,
-    history: EpochHistory,
+    segments: tuple[tuple[int, int], ...],
     partition: int,
     start: int,
     end: int,
     progress: Mapping[int, int],
+    unmet: dict[tuple[int, int], dict[int, int]],
 ) -> Gate | None:
-    """The gate of the first epoch in [start, end) of ``partition`` that may not be read yet."""
-    segments = epoch_segments(history, partition)
+    """The gate of the first epoch in [start, end) of ``partition`` (its ``segments``) that may
+    not be read yet."""
     for index, (first, _epoch) in enumerate(segments):
         last = segments[index + 1][0] if index + 1 < len(segments) else None
         if (last is not None and last <= start) or first >= end:
             continue
-        verdict = keeper.gate(partition, max(first, start), progress)
+        verdict = keeper.gate(partition, max(first, start), progress, unmet)
         if not verdict.open:
             return verdict
     return None
@@ -246,12 +286,13 @@ def slices(start: Offsets, end: Offsets, histories: Mapping[str, EpochHistory | 
     ``histories`` (the log was not read) get no epochs."""
     result: list[Slice] = []
     for topic, parts in sorted(end.items()):
+        segments = all_epoch_segments(histories[topic], parts) if topic in histories else {}
         for p, stop in sorted(parts.items()):
             first = start.get(topic, {}).get(p, 0)
             if first > stop:
                 first = 0
             if first < stop:
-                epochs = epoch_segments(histories[topic], p) if topic in histories else ()
+                epochs = segments.get(p, ())
                 result.append(Slice(topic, p, first, stop, epochs))
     return result
 

@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ordo.epochs import EpochHistory
+from ordo.epochs import EpochHistory, GateKeeper
 
 from .broker import BrokerView
 from .options import SourceOptions, include_headers, parse_options
@@ -77,11 +77,12 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target: Offsets | None = None
         self._broker: BrokerView | None = None
         self._histories: dict[str, EpochHistory | None] | None = None  # as of the last plan
+        self._keepers: dict[str, GateKeeper] = {}  # the gates' work, kept while a history stays
         self._last_batch: float | None = None  # monotonic time the last batch was planned
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read: driver clients (threads, sockets) must not travel with the reader.
-        return {**self.__dict__, "_broker": None, "_histories": None, "last_plan": None}
+        return {**self.__dict__, "_broker": None, "_histories": None, "last_plan": None, "_keepers": {}}
 
     @property
     def broker(self) -> BrokerView:
@@ -114,6 +115,7 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             gate=self.options.gate,
             fail_on_data_loss=self.options.fail_on_data_loss,
             target=self._target,
+            keepers=self._keepers,
         )
         for problem in plan.lost:
             _log.warning("ordo-kafka: %s; skipped (failOnDataLoss=false)", problem)

@@ -268,3 +268,22 @@ def test_gates_of_many_expansions_with_small_gcds_wait_for_every_place_a_key_was
     assert all(set(g.waiting_for) == set(range(old)) for g in gates[old:])  # every old partition
     # and the requirement is still the transitive one: the last threshold of each place
     assert gates[-1].waiting_for[0] == history.active.thresholds[0]
+
+
+def test_gates_decided_with_a_shared_memo_are_the_gates_decided_one_by_one() -> None:
+    """A Spark plan decides every partition's gate against one progress, sharing what each
+    residue class leaves unmet; the partition's own threshold still counts as read only for it."""
+    history = EpochHistory.initial("t", 6)
+    for count, threshold in ((9, 40), (12, 70), (16, 90)):
+        history = history.begin_fence(count).publish(
+            dict.fromkeys(range(history.active.partitions), threshold)
+        )
+    progress = {p: 80 for p in range(0, 16, 2)}  # even partitions past the second expansion only
+    unmet: dict[tuple[int, int], dict[int, int]] = {}
+    shared = GateKeeper(history)
+    for q in range(16):
+        for offset in (0, 50, 95):
+            alone = GateKeeper(history).gate(q, offset, progress)
+            assert shared.gate(q, offset, progress, unmet) == alone
+    assert unmet  # the memo was used
+    assert any(not g.open for g in (shared.gate(q, 95, progress, unmet) for q in range(16)))

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from ordo.epochs import EpochHistory
+from ordo.epochs import EpochHistory, GateKeeper
 from ordo_spark.options import parse_options
 from ordo_spark.planning import (
     DataLossError,
@@ -16,6 +16,7 @@ from ordo_spark.planning import (
     Plan,
     Slice,
     Watermarks,
+    all_epoch_segments,
     available_now_target,
     decode,
     encode,
@@ -258,3 +259,32 @@ def test_simulated_expansions_never_mix_a_key_across_partitions_in_a_batch(seed:
 
 def test_simulation_without_the_gate_does_reorder() -> None:
     assert sum(sum(_simulate(gate=False, seed=s)) for s in range(8)) > 0
+
+
+def test_segments_of_all_partitions_are_each_partitions_and_kept_per_history() -> None:
+    history = expanded(
+        (6, {0: 50, 1: 50, 2: 50}), (8, dict.fromkeys(range(6), 80)), (9, dict.fromkeys(range(8), 80))
+    )
+    every = all_epoch_segments(history, range(10))
+    assert every == {p: epoch_segments(history, p) for p in range(10)}
+    assert every[0] == ((0, 0), (50, 1), (80, 3))  # epoch 2 began where epoch 3 did: no record of it
+    assert every[9] == ((0, 0),)  # in no epoch yet
+    copy = history.model_copy(update={"epochs": history.epochs[:2]})  # another history object
+    assert all_epoch_segments(copy, [0])[0] == ((0, 0), (50, 1))
+
+
+def test_a_plan_keeps_the_gate_keeper_while_the_history_stays() -> None:
+    history = expanded((6, {0: 50, 1: 50, 2: 50}))
+    keepers: dict[str, GateKeeper] = {}
+    mark = marks(p0=(0, 60), p1=(0, 60), p2=(0, 60), p3=(0, 5), p4=(0, 5), p5=(0, 5))
+    first = plan_batch({T: {p: 0 for p in range(6)}}, mark, {T: history}, max_records=None, gate=True,
+                       fail_on_data_loss=True, keepers=keepers)  # fmt: skip
+    kept = keepers[T]
+    again = plan_batch({T: {p: 0 for p in range(6)}}, mark, {T: history}, max_records=None, gate=True,
+                       fail_on_data_loss=True, keepers=keepers)  # fmt: skip
+    assert keepers[T] is kept and again == first
+    assert first.end[T][3] == 0 and first.held  # partition 3's records wait for partition 0
+    newer = history.model_copy()
+    plan_batch({T: {p: 0 for p in range(6)}}, mark, {T: newer}, max_records=None, gate=True,
+               fail_on_data_loss=True, keepers=keepers)  # fmt: skip
+    assert keepers[T] is not kept and keepers[T].history is newer

@@ -7,13 +7,14 @@ offsets, the thresholds) or ``aborted``. Only active epochs change where keys go
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from math import gcd
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Epoch", "EpochError", "EpochHistory", "EpochState", "prior_map", "prior_of"]
+__all__ = ["Epoch", "EpochError", "EpochHistory", "EpochState", "epoch_of", "prior_map", "prior_of"]
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -235,11 +236,17 @@ class EpochHistory(BaseModel):
     def epoch_of(self, partition: int, offset: int) -> Epoch | None:
         """The active epoch a record at (partition, offset) was produced in, or None when no active
         epoch has that partition yet (created but not yet published)."""
-        for entry in reversed(self.active_epochs):
-            if partition >= entry.partitions:
-                return None
-            if entry.from_partitions is None or entry.created(partition):
-                return entry
-            if offset >= entry.thresholds[partition]:
-                return entry
-        return None  # pragma: no cover - epoch 0 always matches a partition below its count
+        return epoch_of(self.active_epochs, partition, offset)
+
+
+def epoch_of(active: Sequence[Epoch], partition: int, offset: int) -> Epoch | None:
+    """``EpochHistory.epoch_of`` given its active epochs (a GateKeeper keeps them: deriving them
+    per record walked the whole history each time)."""
+    for entry in reversed(active):
+        if partition >= entry.partitions:
+            return None
+        if entry.from_partitions is None or entry.created(partition):
+            return entry
+        if offset >= entry.thresholds[partition]:
+            return entry
+    return None  # pragma: no cover - epoch 0 always matches a partition below its count
