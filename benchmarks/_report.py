@@ -20,6 +20,14 @@ CAPTIONS = {
     "async_consumer_rebalance.png": "AsyncConsumer vs a naive consumer through a rebalance.",
     "handoff_timeline.png": "Member throughput through a graceful leave, a crash and a hang.",
     "scale_curves.png": "Planning time, annotation size and epoch history size as groups and topics grow.",
+    "scale_group_curves.png": (
+        "A ProducerGroup on the real kube-apiserver, simulated members: time until settled, the "
+        "operator's API writes per change, and the steady state."
+    ),
+    "scale_expansion_curves.png": (
+        "An expansion 64 -> 128 partitions as registered producers grow: the fence wait, and the "
+        "bytes written to the registry topic."
+    ),
 }
 
 
