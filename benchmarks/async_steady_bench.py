@@ -39,6 +39,36 @@ def _chunks(records: list[Message], size: int) -> list[list[Message]]:
     return [records[i : i + size] for i in range(0, len(records), size)]
 
 
+def _hand_out(
+    pool: ThreadPoolExecutor,
+    messages: list[Message],
+    chunk: int,
+    task: Callable[[Message], None],
+    chunk_task: Callable[[list[Message]], None],
+    room: threading.BoundedSemaphore | None = None,
+) -> None:
+    """Submit a task per record (``chunk`` 1) or per ``chunk`` records; ``room``: a slot per task
+    (the raw side's bound on records in flight, which the AsyncConsumer keeps itself)."""
+    if chunk == 1:
+        for message in messages:
+            if room is not None:
+                room.acquire()
+            pool.submit(task, message)
+    else:
+        for part in _chunks(messages, chunk):
+            if room is not None:
+                room.acquire()
+            pool.submit(chunk_task, part)
+
+
+def _finish(counted: threading.Semaphore, records: int, clock: Stopwatch | None) -> Sample:
+    """Wait until every record is done; the rate and CPU per record since the first was handed out."""
+    for _ in range(records):
+        counted.acquire()
+    assert clock is not None
+    return clock.rate(records), clock.cpu_us(records)
+
+
 def _async(config: dict[str, str], topic: str, work: float, records: int, chunk: int) -> Sample:
     log = _Log("async")
     counted = threading.Semaphore(0)
@@ -62,17 +92,9 @@ def _async(config: dict[str, str], topic: str, work: float, records: int, chunk:
         batch = consumer.poll(0.1)
         if clock is None and batch.records:
             clock = Stopwatch()
-        if chunk == 1:
-            for record in batch.records:
-                pool.submit(task, record)
-        else:
-            for part in _chunks(batch.records, chunk):
-                pool.submit(chunk_task, part)
+        _hand_out(pool, batch.records, chunk, task, chunk_task)
         handed += len(batch.records)
-    for _ in range(records):
-        counted.acquire()
-    assert clock is not None
-    sample = clock.rate(records), clock.cpu_us(records)
+    sample = _finish(counted, records, clock)
     consumer.close()
     pool.shutdown()
     return sample
@@ -106,19 +128,9 @@ def _raw(config: dict[str, str], topic: str, work: float, records: int, chunk: i
         messages = [m for m in raw.consume(1000, 0.1) if m.error() is None]
         if clock is None and messages:
             clock = Stopwatch()
-        if chunk == 1:
-            for message in messages:
-                room.acquire()
-                pool.submit(task, message)
-        else:
-            for part in _chunks(messages, chunk):
-                room.acquire()
-                pool.submit(chunk_task, part)
+        _hand_out(pool, messages, chunk, task, chunk_task, room)
         handed += len(messages)
-    for _ in range(records):
-        counted.acquire()
-    assert clock is not None
-    sample = clock.rate(records), clock.cpu_us(records)
+    sample = _finish(counted, records, clock)
     raw.close()
     pool.shutdown()
     return sample
