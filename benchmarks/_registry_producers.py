@@ -2,7 +2,8 @@
 processes fit on one machine: each is a report in ``__ordo_producers`` written as
 ``OrderedProducer`` writes it (key: its id; value: a ``ProducerReport``), every session / 3 (its
 heartbeat), and acknowledging a fence as soon as the epoch log shows it (a producer with nothing
-in flight). One Kafka producer writes for all of them.
+in flight). One Kafka producer writes for all of them. Each fence's stall is recorded as a real
+producer would live it: from the fence seen (it stops producing) to the next active epoch seen.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class SimulatedProducers:
         self.records = 0  # registry records written, and their bytes
         self.bytes = 0
         self.acks_flushed: dict[int, float] = {}  # fence epoch -> wall time every ack was written
+        self.fenced_at: dict[int, float] = {}  # fence epoch -> wall time the fence was seen
+        self.resumed_at: dict[int, float] = {}  # epoch -> wall time it was seen active
         self._producer = Producer({**config, "linger.ms": 5})
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -70,18 +73,24 @@ class SimulatedProducers:
         they produce with it."""
         if history is None or history.topic != self.topic:
             return
-        current = history.current
+        current, now = history.current, time.time()
         with self._lock:
             self.epoch = history.active.epoch
+            self.resumed_at.setdefault(self.epoch, now)
             fence = current.epoch if current.state == EpochState.FENCING else None
             new_fence = fence is not None and fence > self.acked
             if new_fence:
                 assert fence is not None
                 self.acked = fence
+                self.fenced_at[fence] = now
         if new_fence:
             self.report_all()
             assert fence is not None
             self.acks_flushed[fence] = time.time()
+
+    def stall(self, epoch: int) -> float:
+        """Seconds a producer of this fence stood still: fence seen to ``epoch`` seen active."""
+        return self.resumed_at[epoch] - self.fenced_at[epoch]
 
     def _beat(self) -> None:
         while not self._stop.wait(self.session / 3):

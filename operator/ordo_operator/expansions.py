@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +37,13 @@ from .plans.expansion import (
 __all__ = ["register"]
 
 PLURAL = "orderedtopicexpansions"
-IN_FLIGHT = {ExpansionPhase.FENCING, ExpansionPhase.EXPANDING, ExpansionPhase.PUBLISHING}
+IN_FLIGHT = {
+    ExpansionPhase.CREATING,
+    ExpansionPhase.FENCING,
+    ExpansionPhase.EXPANDING,
+    ExpansionPhase.PUBLISHING,
+}
+_FENCED = {ExpansionPhase.FENCING, ExpansionPhase.EXPANDING, ExpansionPhase.PUBLISHING}
 RETRY_SECONDS = 2.0  # after a pass failed (Kafka unavailable, a request timed out)
 _log = logging.getLogger(__name__)
 
@@ -120,7 +127,8 @@ def _apply(side: KafkaSide, topic: str, step: Step) -> tuple[ExpansionState, str
         return read, None
     elif step.effect == Effect.CREATE_PARTITIONS:
         assert state.to_partitions is not None
-        return state, side.create_partitions(topic, state.to_partitions)
+        note = side.create_partitions(topic, state.to_partitions, state.from_partitions or 0)
+        return replace(state, served=True), note
     return state, None
 
 
@@ -160,8 +168,17 @@ def register(settings: OperatorConfig) -> None:
         when=lambda status, **_: (status or {}).get("phase") == ExpansionPhase.COMPLETED.value,
     )  # fmt: skip
     @metrics.count_errors
-    def check_partitions(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
-        _check_partitions(settings, name, namespace, body)
+    def check_partitions(
+        name: str,
+        namespace: str,
+        body: kopf.Body,
+        expansions_by_topic: kopf.Index[str, tuple[str, str, str, str]],
+        **_: Any,
+    ) -> None:
+        topic = str((body.get("spec") or {}).get("topic", ""))
+        in_flight = {p.value for p in IN_FLIGHT}
+        expanding = any(phase in in_flight for _, phase, _, _ in expansions_by_topic.get(topic, []))
+        _check_partitions(settings, name, namespace, body, expanding)
 
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_expansion", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]
     @metrics.count_errors
@@ -196,27 +213,35 @@ def register(settings: OperatorConfig) -> None:
             metrics.ExpansionTimer().finish(step.state.phase.value)
             return
         started: float | None = _parse_time(status.get("startedAt"))
+        # an expansion begun by an operator that fenced first has startedAt only: that was the fence
+        fenced = _parse_time(status.get("fencedAt")) or (started if state.phase in _FENCED else None)
         last_reason = status.get("reason")
         begun = time.time()
         timer = metrics.ExpansionTimer()
         while not stopped:
             other = _other_in_flight(expansions_by_topic, spec.topic, me, created)
             try:
-                world = _world(side, spec.topic, settings, other, started)
+                world = _world(side, spec.topic, settings, other, fenced)
             except Exception as error:  # Kafka unreachable, a metadata request timed out, ...
                 last_reason = _retry(body, namespace, name, status, state, resource, "reading Kafka", error)
                 stopped.wait(RETRY_SECONDS)
                 continue
             step = plan_expansion(spec.topic, spec.partitions, spec.fence_timeout_seconds, state, world)
             timer.enter(step.state.phase.value)
-            if step.state.phase == ExpansionPhase.FENCING and started is None:
-                started = time.time()
+            now = time.time()
+            if step.state.phase != ExpansionPhase.PENDING and started is None:
+                started = now
                 status["startedAt"] = _format_time(started)
+            if step.state.phase == ExpansionPhase.FENCING and fenced is None:
+                fenced = now
+                status["fencedAt"] = _format_time(fenced)
             if step.state.phase == ExpansionPhase.EXPANDING and state.phase == ExpansionPhase.FENCING:
-                status["fenceWaitSeconds"] = round(time.time() - (started or time.time()), 3)
+                status["fenceWaitSeconds"] = round(now - (fenced or now), 3)
                 metrics.record_fence(len(world.producers), status["fenceWaitSeconds"])
             if step.terminal:
-                status["durationSeconds"] = round(time.time() - (started or begun), 3)
+                status["durationSeconds"] = round(now - (started or begun), 3)
+                if fenced is not None:
+                    status["pausedSeconds"] = round(now - fenced, 3)
             if (step.state, step.reason) != (state, last_reason) or step.terminal:
                 _record(body, namespace, name, status, step, resource)  # recorded before the effect
                 last_reason = step.reason
@@ -242,7 +267,9 @@ def register(settings: OperatorConfig) -> None:
                 stopped.wait(step.requeue)
 
 
-def _check_partitions(settings: OperatorConfig, name: str, namespace: str, body: kopf.Body) -> None:
+def _check_partitions(
+    settings: OperatorConfig, name: str, namespace: str, body: kopf.Body, expanding: bool
+) -> None:
     """A completed expansion that made the topic's current epoch checks the topic still has only
     the partitions the epoch knows; partitions added outside ordo turn PartitionsInSync False,
     with a Warning Event (gated consumers hold their records until an epoch covers them)."""
@@ -252,7 +279,7 @@ def _check_partitions(settings: OperatorConfig, name: str, namespace: str, body:
     try:
         side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
         judged = partitions_in_sync(
-            topic, status.get("epoch"), side.partition_count(topic), side.epochs.history(topic)
+            topic, status.get("epoch"), side.partition_count(topic), side.epochs.history(topic), expanding
         )
     except Exception as error:  # Kafka unreachable now: the next check tries again
         _log.warning("%s/%s: partitions of %s not checked: %s", namespace, name, topic, error)

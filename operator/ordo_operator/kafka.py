@@ -57,21 +57,25 @@ class KafkaSide:
         """The log end of partitions 0..partitions-1 (read_uncommitted: the thresholds)."""
         return end_offsets(self.admin, topic, partitions, self.timeout)
 
-    def create_partitions(self, topic: str, count: int) -> str | None:
-        """Raise the topic to ``count`` partitions and return once their leaders serve them. A
+    def create_partitions(self, topic: str, count: int, first: int = 0) -> str | None:
+        """Raise the topic to ``count`` partitions and return once the leaders of partitions
+        ``first``.. (the new ones) serve them. A
         call that failed or timed out although the topic has them (it took effect on the broker,
         or an earlier call did) is fine: returns what happened, for the record; None when the
         call simply succeeded."""
         note = None
         try:
-            future = self.admin.create_partitions([NewPartitions(topic, count)], request_timeout=self.timeout)
-            future[topic].result(self.timeout + 5)
+            if (self.partition_count(topic) or 0) < count:  # else created already: only the wait
+                future = self.admin.create_partitions(
+                    [NewPartitions(topic, count)], request_timeout=self.timeout
+                )
+                future[topic].result(self.timeout + 5)
         except KafkaException as error:
             if (self.partition_count(topic) or 0) < count:
                 raise
             note = f"CreatePartitions failed ({error.args[0]}) but took effect: {topic} has {count}"
         # the new epoch is published only once every partition is served (ordo._partitions)
-        await_served(self.admin, topic, count, self.timeout)
+        await_served(self.admin, topic, count, self.timeout, first)
         return note
 
     def write_history(self, history: EpochHistory) -> None:

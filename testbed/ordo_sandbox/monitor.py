@@ -230,7 +230,7 @@ class Monitor(threading.Thread):
         if status.get("epoch") is not None and phase == "Completed":
             snap.epoch = int(status["epoch"])
         fenced = phase in ("Fencing", "Expanding", "Publishing")
-        snap.stalled_for = _since(status.get("startedAt")) if fenced else None
+        snap.stalled_for = _since(status.get("fencedAt") or status.get("startedAt")) if fenced else None
 
 
 def _since(rfc3339: str | None) -> float | None:

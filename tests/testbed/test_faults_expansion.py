@@ -36,7 +36,8 @@ CASES: dict[str, tuple[FaultFor, list[tuple[str, str]]]] = {
         [("Retrying", "append-fence failed")],
     ),
     "thresholds-unreadable": (
-        lambda topic, epochs: Fault(api="ListOffsets", topic=topic, error=REFUSED, count=1),
+        # partition 0: the wait for served partitions before the fence asks only the new ones
+        lambda topic, epochs: Fault(api="ListOffsets", topic=topic, partition=0, error=REFUSED, count=1),
         [("Retrying", "read-thresholds failed")],
     ),
     "create-partitions-answered-late": (

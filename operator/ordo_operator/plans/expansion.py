@@ -1,5 +1,10 @@
 """The OrderedTopicExpansion state machine (docs/architecture.md), pure.
 
+The new partitions are created, and served by their leaders, before producers are fenced: the
+producers write on meanwhile (they partition by the active epoch's count, not the broker's), so
+they wait only for the fence, the end offsets and the publish, whatever the number of partitions
+created (1,024 new partitions take about 30 s to be served on one broker).
+
 The shell reads the world (the broker's partition count, the topic's epoch history, the producer
 registry), asks ``plan_expansion`` for the next step, records the step's phase in status and only
 then performs its effect. Every effect is idempotent and every phase re-derives what is left to
@@ -76,6 +81,9 @@ class ExpansionState:
     thresholds: Mapping[int, int] | None = None
     direct: bool = False
     """Round-robin-only topic: expanded without fencing, since there is no key order to keep."""
+    served: bool = False
+    """Creating: every partition up to the target exists and is served (the effect just returned).
+    Not recorded: an operator that restarts creates again, which costs a metadata read."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,8 @@ def plan_expansion(
         return Step(state, None, phase.value, "")
     if phase == ExpansionPhase.PENDING:
         return _validate(topic, target, state, world)
+    if phase == ExpansionPhase.CREATING:
+        return _create_then_fence(topic, state, world)
     ours = _our_epoch(state, world.history)
     if ours is not None and ours.state == EpochState.ACTIVE:
         return Step(
@@ -146,6 +156,45 @@ def plan_expansion(
 def _at(state: ExpansionState, phase: ExpansionPhase) -> ExpansionState:
     return ExpansionState(
         phase, state.epoch, state.from_partitions, state.to_partitions, state.thresholds, state.direct
+    )
+
+
+def _creating(state: ExpansionState) -> Step:
+    return Step(
+        state,
+        Effect.CREATE_PARTITIONS,
+        "CreatingPartitions",
+        f"creating partitions {state.from_partitions}..{(state.to_partitions or 1) - 1} and waiting "
+        f"until they are served; producers write to the first {state.from_partitions} meanwhile",
+    )
+
+
+def _create_then_fence(topic: str, state: ExpansionState, world: World) -> Step:
+    if not state.served:
+        return _creating(state)
+    live = world.producers
+    if live and all(p.partitioner == "round_robin" for p in live.values()):
+        direct = ExpansionState(
+            ExpansionPhase.EXPANDING,
+            state.epoch,
+            state.from_partitions,
+            state.to_partitions,
+            None,
+            direct=True,
+        )
+        return Step(
+            direct,
+            Effect.APPEND_FENCE,
+            "NothingToGate",
+            f"only round_robin producers write {topic!r}: no key order to keep, expanding without "
+            "waiting for producers",
+        )
+    return Step(
+        _at(state, ExpansionPhase.FENCING),
+        Effect.APPEND_FENCE,
+        "Fencing",
+        f"fencing {len(live)} producer(s) of {topic!r} for epoch {state.epoch}: "
+        f"{state.from_partitions} -> {state.to_partitions}",
     )
 
 
@@ -197,23 +246,7 @@ def _validate(topic: str, target: int, state: ExpansionState, world: World) -> S
             "in fewer, larger steps",
         )
     epoch = history.current.epoch + 1
-    planned = ExpansionState(ExpansionPhase.FENCING, epoch, current, target)
-    live = world.producers
-    if live and all(p.partitioner == "round_robin" for p in live.values()):
-        direct = ExpansionState(ExpansionPhase.EXPANDING, epoch, current, target, None, direct=True)
-        return Step(
-            direct,
-            Effect.APPEND_FENCE,
-            "NothingToGate",
-            f"only round_robin producers write {topic!r}: no key order to keep, expanding without "
-            "waiting for producers",
-        )
-    return Step(
-        planned,
-        Effect.APPEND_FENCE,
-        "Fencing",
-        f"fencing {len(live)} producer(s) of {topic!r} for epoch {epoch}: {current} -> {target}",
-    )
+    return _creating(ExpansionState(ExpansionPhase.CREATING, epoch, current, target))
 
 
 def _fence(topic: str, fence_timeout: float, state: ExpansionState, world: World, appended: bool) -> Step:
@@ -280,13 +313,17 @@ class InSync:
 
 
 def partitions_in_sync(
-    topic: str, epoch: int | None, topic_partitions: int | None, history: EpochHistory | None
+    topic: str,
+    epoch: int | None,
+    topic_partitions: int | None,
+    history: EpochHistory | None,
+    expanding: bool = False,
 ) -> InSync | None:
     """Whether the topic still has the partitions its epoch history knows, judged by the
     expansion that made epoch ``epoch`` (a later one judges once there is one); None when there is
-    nothing to judge, e.g. while an expansion is fencing (its partitions may exist before it
-    publishes)."""
-    if history is None or epoch is None or topic_partitions is None or history.fencing:
+    nothing to judge, e.g. while another expansion of the topic is in flight (``expanding``, or its
+    epoch fencing): its partitions exist before it publishes."""
+    if history is None or epoch is None or topic_partitions is None or history.fencing or expanding:
         return None
     if history.active.epoch > epoch:
         return InSync(
@@ -301,7 +338,8 @@ def partitions_in_sync(
         False,
         "PartitionsAddedOutsideOrdo",
         f"{topic!r} has {topic_partitions} partitions but epoch {epoch} knows {known}: partitions "
-        f"{known}..{topic_partitions - 1} were added outside ordo, belong to no epoch, and gated "
+        f"{known}..{topic_partitions - 1} were added outside ordo (or by an expansion that was aborted "
+        "after creating them), belong to no epoch, and gated "
         f"consumers hold their records; an OrderedTopicExpansion of {topic!r} to {topic_partitions} "
         "or more partitions covers them with an epoch",
     )

@@ -30,6 +30,7 @@ MAX_PARTITIONS = 100_000
 
 class ExpansionPhase(StrEnum):
     PENDING = "Pending"
+    CREATING = "Creating"  # partitions created and served while producers write on: no stall
     FENCING = "Fencing"
     EXPANDING = "Expanding"
     PUBLISHING = "Publishing"
@@ -67,8 +68,16 @@ class OrderedTopicExpansionStatus(Model):
         default_factory=dict, description="End offset of every old partition at the fence."
     )
     fence_wait_seconds: float | None = Field(default=None, ge=0, description="Time producers took to fence.")
+    paused_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Fencing began to the new epoch published: producers of the topic waited.",
+    )
     duration_seconds: float | None = Field(default=None, ge=0, description="Start to Completed/Aborted.")
-    started_at: str | None = Field(default=None, description="When fencing began (RFC 3339).")
+    started_at: str | None = Field(
+        default=None, description="When the expansion began: partitions creation (RFC 3339)."
+    )
+    fenced_at: str | None = Field(default=None, description="When fencing began (RFC 3339).")
     message: str = Field(default="", description="What happened last, for people.")
     conditions: list[Condition] = Field(
         default_factory=list,

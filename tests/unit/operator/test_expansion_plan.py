@@ -27,6 +27,8 @@ def _fencing_history() -> EpochHistory:
     return EpochHistory.initial(T, 4).begin_fence(8)
 
 
+CREATING = ExpansionState(P.CREATING, 1, 4, 8)
+SERVED = replace(CREATING, served=True)
 FENCING = ExpansionState(P.FENCING, 1, 4, 8)
 EXPANDING = replace(FENCING, phase=P.EXPANDING)
 WITH_THRESHOLDS = replace(EXPANDING, thresholds={p: 10 for p in range(4)})
@@ -37,7 +39,12 @@ published = _fencing_history().publish({p: 10 for p in range(4)})
 
 # (state, world, fence timeout) -> (phase recorded, effect, reason)
 TABLE = [
-    ("pending, ok", ExpansionState(), World(4, None, acked), (P.FENCING, Effect.APPEND_FENCE, "Fencing")),
+    (
+        "pending, ok",
+        ExpansionState(),
+        World(4, None, acked),
+        (P.CREATING, Effect.CREATE_PARTITIONS, "CreatingPartitions"),
+    ),
     ("pending, no topic", ExpansionState(), World(None, None), (P.FAILED, None, "TopicNotFound")),
     ("pending, not larger", ExpansionState(), World(8, None), (P.FAILED, None, "NotLarger")),
     ("pending, smaller", ExpansionState(), World(12, None), (P.FAILED, None, "NotLarger")),
@@ -63,12 +70,25 @@ TABLE = [
         "pending, round robin only",
         ExpansionState(),
         World(4, None, {"r": ProducerView(partitioner="round_robin")}),
+        (P.CREATING, Effect.CREATE_PARTITIONS, "CreatingPartitions"),
+    ),
+    (
+        "creating, not served yet",
+        CREATING,
+        World(8, None, acked),
+        (P.CREATING, Effect.CREATE_PARTITIONS, "CreatingPartitions"),
+    ),
+    ("creating, served", SERVED, World(8, None, acked), (P.FENCING, Effect.APPEND_FENCE, "Fencing")),
+    (
+        "creating, served, round robin only",
+        SERVED,
+        World(8, None, {"r": ProducerView(partitioner="round_robin")}),
         (P.EXPANDING, Effect.APPEND_FENCE, "NothingToGate"),
     ),
     (
-        "pending, no producers at all",
-        ExpansionState(),
-        World(4, None),
+        "creating, served, no producers at all",
+        SERVED,
+        World(8, None),
         (P.FENCING, Effect.APPEND_FENCE, "Fencing"),
     ),
     ("fencing, log not written", FENCING, World(4, None, acked), (P.FENCING, Effect.APPEND_FENCE, "Fencing")),
@@ -102,7 +122,7 @@ TABLE = [
         WITH_THRESHOLDS,
         World(4, _fencing_history(), acked),
         (P.EXPANDING, Effect.CREATE_PARTITIONS, "CreatingPartitions"),
-    ),
+    ),  # an expansion begun by an operator that fenced before creating
     (
         "expanding, partitions created",
         WITH_THRESHOLDS,
@@ -199,7 +219,8 @@ class Sim:
             assert state.to_partitions is not None
             self.created_calls += 1
             self.ends += [0] * (state.to_partitions - self.partitions)
-            self.partitions = state.to_partitions
+            self.partitions = max(self.partitions, state.to_partitions)
+            return replace(state, served=True)
         return state
 
 
@@ -231,7 +252,7 @@ def run_operator(
     return holder[0]
 
 
-@pytest.mark.parametrize("crash_at", [None, *range(1, 16)])
+@pytest.mark.parametrize("crash_at", [None, *range(1, 18)])
 def test_operator_killed_at_any_point_resumes_and_completes(crash_at: int | None) -> None:
     sim = Sim()
     status = run_operator(sim, ExpansionState(), crash_at)
@@ -253,14 +274,20 @@ def test_repeated_crashes_never_corrupt_the_log(crashes: list[int]) -> None:
     assert status.phase == P.COMPLETED and sim.log is not None and sim.log.active.partitions == 8
 
 
-def test_a_producer_that_never_acknowledges_aborts_the_expansion_and_changes_nothing() -> None:
+def test_a_producer_that_never_acknowledges_aborts_the_expansion_and_producers_keep_the_old_count() -> None:
     sim = Sim(stubborn={"b"})
     status = run_operator(sim, ExpansionState(), None, timeout=2)
     assert status.phase == P.ABORTED
-    assert sim.partitions == 4 and sim.created_calls == 0
     assert (
         sim.log is not None and sim.log.current.state == EpochState.ABORTED and sim.log.active.partitions == 4
     )
+    # the partitions were created before the fence (Kafka cannot remove them): no epoch uses them,
+    # and a later expansion to 8 takes them as they are
+    assert sim.partitions == 8 and sim.created_calls == 1
+    sim.stubborn.clear()
+    again = run_operator(sim, ExpansionState(), None)
+    assert again.phase == P.COMPLETED and again.epoch == 2 and sim.log.active.partitions == 8
+    assert sim.created_calls == 2  # the second one only waits until they are served
 
 
 def test_partitions_added_outside_ordo_are_reported_by_the_expansion_of_the_current_epoch() -> None:
@@ -274,6 +301,7 @@ def test_partitions_added_outside_ordo_are_reported_by_the_expansion_of_the_curr
     # a later expansion judges: the earlier one says so; while one fences, nobody judges
     again = grown.begin_fence(6)
     assert partitions_in_sync("t", 1, 6, again) is None
+    assert partitions_in_sync("t", 1, 6, grown, expanding=True) is None  # created before the fence
     superseded = partitions_in_sync("t", 1, 6, again.publish({p: 5 for p in range(4)}))
     assert superseded is not None and superseded.status and superseded.reason == "Superseded"
     assert partitions_in_sync("t", None, 6, grown) is None and partitions_in_sync("t", 1, None, grown) is None
