@@ -35,9 +35,9 @@ TP = tuple[str, int]
 _error_of, _headers_of = Message.error, Message.headers
 _partition_of, _topic_of = Message.partition, Message.topic
 _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
-# A partition no epoch covers is normal for a moment (the consumer saw it before its epoch log
-# showed the fence that precedes every partition ordo creates); held this long, it was added
-# outside ordo. Said again at this interval while it lasts.
+# A partition no epoch covers is normal for a moment (ordo's producers write to a new partition
+# once its epoch is published, and this consumer's epoch log may lag theirs); held this long, it
+# was added outside ordo. Said again at this interval while it lasts.
 UNKNOWN_PARTITION_GRACE = 10.0
 
 

@@ -20,8 +20,12 @@ class StageOutcome:
     started: float
     """Seconds after the data started flowing."""
     seconds: float | None
-    """How long it took to settle (a rebalance, an expansion); None when it did not."""
+    """How long it took to settle (a rebalance, an expansion); None when it did not. A member
+    added or joining: from its process saying it started, so the pod's start is not counted."""
     detail: str = ""
+    pod_start: float | None = None
+    """A member added or joining: seconds until its process started (Python and the clients
+    imported, Kafka and the API reached); None for the other stages."""
 
     @property
     def happened(self) -> bool:
@@ -141,7 +145,10 @@ def render(report: SandboxReport) -> Table:
     ]  # fmt: skip
     for stage in report.stages:
         if stage.step not in (Step.EXPAND, Step.STOP_WRITER):
-            rows.append((f"rebalance: {stage.step.value}", _seconds(stage.seconds)))
+            value = _seconds(stage.seconds)
+            if stage.pod_start is not None:
+                value += f" (its process started in {_seconds(stage.pod_start)})"
+            rows.append((f"rebalance: {stage.step.value}", value))
     if report.spark is not None:
         rows.append(("Spark pipeline rows (gaps / inversions)",
                      f"{report.spark.rows:,} ({report.spark.gaps} / {report.spark.inversions})"))  # fmt: skip

@@ -12,6 +12,7 @@ source on this machine; killing one deletes its Pod, as a lost node would.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import signal
 import subprocess
@@ -342,9 +343,18 @@ class Sandbox:
         except (AssertionError, StageFailed) as error:
             self._say(f"[red]{stage.step.value}: failed: {error}[/red]")
             return StageOutcome(stage.step, round(at, 1), None, str(error))
+        pod_start = None
+        if stage.step in (Step.ADD_MEMBER, Step.JOIN_MEMBER):  # the rebalance starts with the member
+            up = _started_at(self.members[-1].stdout_path)
+            if up is not None:
+                pod_start, started = up - started, up
         seconds = time.monotonic() - started
-        self._say(f"{stage.step.value} in {seconds:.1f} s: {detail}")
-        return StageOutcome(stage.step, round(at, 1), round(seconds, 2), detail)
+        after = f" (its process started in {pod_start:.1f} s)" if pod_start is not None else ""
+        self._say(f"{stage.step.value} in {seconds:.1f} s{after}: {detail}")
+        return StageOutcome(
+            stage.step, round(at, 1), round(seconds, 2), detail,
+            round(pod_start, 2) if pod_start is not None else None,
+        )  # fmt: skip
 
     def _live(self) -> list[Any]:
         return [m for m in self.members if m.returncode is None]
@@ -515,3 +525,11 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
 
 def _gone(kind: Any, name: str) -> bool:
     return not kind.exists(name)
+
+
+def _started_at(stdout: Path) -> float | None:
+    """When a member process said it started (``time.monotonic()``, one clock for the machine)."""
+    for line in stdout.read_text(errors="replace").splitlines():
+        if line.startswith('{"event": "started"'):
+            return float(json.loads(line)["at"])
+    return None

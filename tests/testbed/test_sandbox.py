@@ -83,6 +83,9 @@ def test_a_short_sandbox_run_holds_every_check(tmp_path: Path) -> None:
         "source writer stopped",
     ]  # fmt: skip
     assert all(s["seconds"] is not None for s in stages.values())
+    # a member's rebalance is timed from its process's start, which is reported beside it
+    assert all(stages[s]["pod_start"] > 0 for s in ("member added", "member joined"))
+    assert "its process started in" in done.stdout
     assert "4 → 8" in stages["expansion completed"]["detail"]
     assert report["expansion_seconds"] is not None and report["expansion_seconds"] > 0
     killed = stages["member killed, its partitions moved"]["detail"]

@@ -110,7 +110,7 @@ class OrderedTopicExpansion(Resource):
             ),
             PrinterColumn(
                 name="Phase", type="string", json_path=".status.phase",
-                description="Pending, Fencing, Expanding, Publishing, Completed, Aborted or Failed.",
+                description="Pending, Creating, Fencing, Expanding, Publishing, Completed, Aborted, Failed.",
             ),
             PrinterColumn(
                 name="Ready", type="string", json_path='.status.conditions[?(@.type=="Ready")].status',
