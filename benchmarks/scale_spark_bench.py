@@ -1,0 +1,146 @@
+"""The Spark source in a real Spark session as the topic grows (issue: scale): the same records
+(100 B each) in topics of 8, 128 and 1,024 partitions (``ORDO_SCALE=long``: 2,048), each grown by
+ordo from half its count (so every batch plans through the epoch log and the gate), read by a
+gated query (Trigger.AvailableNow, ``maxRecordsPerTrigger``, Spark's ``noop`` sink, local[2]).
+
+Per partition count: records/s over the time spent in batches, a micro-batch's duration (trigger
+to commit) and the driver's planning in it (``latestOffset``), and the Spark tasks a batch ran.
+The planning alone at 2,048 partitions and 100 epochs is in ``scale_bench``; this is the whole
+session, executors included.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ordo._partitions import await_served
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+
+from ._result import Result
+from ._testbed import kafka_bootstrap
+from .scale_bench import LONG, growth
+
+PARTITIONS = (8, 128, 1_024) + ((2_048,) if LONG else ())
+RECORDS = 200_000
+PER_BATCH = 50_000
+EPOCHS = "scale-spark-epochs"
+
+
+@dataclass(frozen=True)
+class _Size:
+    partitions: int
+    rate: float  # rec/s over the batches
+    batch_ms: float  # median micro-batch, trigger to commit
+    plan_ms: float  # median latestOffset
+    tasks: int  # Spark tasks per batch, at most
+
+
+def _prepare(bootstrap: str, partitions: int) -> str:
+    topic = f"scale-spark-{partitions}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(120)
+    await_served(admin, topic, partitions, 120)
+    half = partitions // 2  # ordo grew it while it was empty: a topic whose gates are all open
+    history = EpochHistory.initial(topic, half).begin_fence(partitions).publish(dict.fromkeys(range(half), 0))
+    writer = EpochLogWriter({"bootstrap.servers": bootstrap}, EPOCHS)
+    writer.write(history)
+    writer.close()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "partitioner": "murmur2_random"})
+    value = b"x" * 100
+    for i in range(RECORDS):
+        while True:
+            try:
+                producer.produce(topic, value, key=f"k{i % 10_000}".encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    return topic
+
+
+def _read(spark: Any, bootstrap: str, topic: str, workdir: str) -> _Size:
+    query = (
+        spark.readStream.format("ordo-kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxRecordsPerTrigger", str(PER_BATCH))
+        .option("epochTopic", EPOCHS)
+        .load()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", tempfile.mkdtemp(dir=workdir))
+        .start()
+    )
+    tracker = spark.sparkContext.statusTracker()
+    query.awaitTermination()
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    assert rows == RECORDS, f"read {rows} of {RECORDS}"
+    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup() for s in _stages(tracker, j)]
+    tasks = max((s.numTasks for s in stages if s is not None), default=0)
+    return _Size(
+        int(topic.rsplit("-", 1)[1]),
+        rows / busy,
+        statistics.median(p["durationMs"]["triggerExecution"] for p in progress),
+        statistics.median(p["durationMs"].get("latestOffset", 0) for p in progress),
+        tasks,
+    )
+
+
+def _stages(tracker: Any, job: int) -> list[int]:
+    info = tracker.getJobInfo(job)
+    return list(info.stageIds) if info is not None else []
+
+
+def run() -> list[Result]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import ordo_spark
+
+    with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory() as workdir:
+        ensure_log_topics(AdminClient({"bootstrap.servers": bootstrap}), EPOCHS, "scale-spark-producers")
+        topics = [_prepare(bootstrap, n) for n in PARTITIONS]
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("ordo-scale-spark-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        ordo_spark.register(spark)
+        try:
+            _read(spark, bootstrap, topics[0], workdir)  # warm the JVM and the Python workers
+            sizes = []
+            for topic in topics:
+                sizes.append(_read(spark, bootstrap, topic, workdir))
+                s = sizes[-1]
+                print(f"  {s.partitions:>5} partitions: {s.rate:,.0f} rec/s, batch {s.batch_ms:,.0f} ms "
+                      f"(planning {s.plan_ms:,.0f} ms), {s.tasks} tasks", flush=True)  # fmt: skip
+        finally:
+            spark.stop()
+    small, big = sizes[0], sizes[-1]
+    k = growth([s.partitions for s in sizes], [s.batch_ms for s in sizes])
+    return [
+        Result(
+            f"Spark session, gated source: {big.partitions:,} vs {small.partitions} partitions, "
+            f"{RECORDS // 1000}k records in batches of {PER_BATCH // 1000}k (batch {big.batch_ms:,.0f} vs "
+            f"{small.batch_ms:,.0f} ms, growth in partitions O(n^{k:.2f}); planning {big.plan_ms:,.0f} ms; "
+            f"up to {big.tasks:,} tasks a batch)",
+            big.rate,
+            small.rate,
+            "rec/s",
+        ),
+    ]
