@@ -169,6 +169,7 @@ class _GroupDriver:
         self.rebalance_started: float | None = None
         self.last_rebalance: float | None = status.get("lastRebalanceSeconds")
         self.checkpoints: CheckpointLog | None = None
+        self.checkpoints_read = -1  # the checkpoint log's version that status shows
         self.kafka_problem: str | None = None
         if any(
             c.get("type") == "Rebalancing" and c.get("status") == "True"
@@ -184,7 +185,8 @@ class _GroupDriver:
     def reconcile(self) -> float:
         """One pass; returns how long to wait for the next one if nothing wakes us."""
         try:
-            resource = ProducerGroup.model_validate(dict(self.body))
+            # without status: ours, and validating 1,000 members' worth every second cost 6 ms
+            resource = ProducerGroup.model_validate({k: v for k, v in self.body.items() if k != "status"})
         except ValidationError as error:
             self._report_problem(("InvalidSpec", _first_error(error)), generation=None)
             return 5.0
@@ -199,7 +201,8 @@ class _GroupDriver:
         if inputs == self.planned and self.outcome is not None:
             # nothing it reads changed and no Lease expired or came back: the same outcome, no
             # writes; only the checkpoints may have moved
-            self._write_status(resource, self.outcome)
+            if self.checkpoints is None or self.checkpoints.version != self.checkpoints_read:
+                self._write_status(resource, self.outcome)
             return period
         outcome = plan_group(self.name, spec, self.views.pods(spec.selector), leases, now, generation)
         # crash points of the handoff's two steps (revoke, then grant), for the crash-resume tests
@@ -248,6 +251,7 @@ class _GroupDriver:
             except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:
                 self.kafka_problem = str(error)
                 return [], 0
+        self.checkpoints_read = self.checkpoints.version
         found = self.checkpoints.of_group(self.namespace, self.name)
         latest = {p: c.checkpoint for p, c in found.items() if p < spec.source_partitions}
         return checkpoint_rows(spec.source_partitions, latest, owners), len(latest)
