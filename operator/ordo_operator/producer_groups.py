@@ -218,7 +218,7 @@ class _GroupDriver:
         found += self.writers.map(lambda w: _annotate(self.core, self.namespace, *w), writes[1:])
         if not all(found):
             self.views.relist_soon()  # a pod we held is gone: its DELETED event may be late
-        # the same inputs again must plan again: a write does not show in them until its event
+        # a pass that wrote plans again next time whatever its inputs: it must see what came of them
         self.planned, self.outcome = (None if outcome.writes else inputs), outcome
         if outcome.writes:
             crash_point(f"after:{step}")
