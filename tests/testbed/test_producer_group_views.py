@@ -1,5 +1,6 @@
 """The pods a ProducerGroup's pass reads come from kopf's watches, not from a LIST per pass: a pod
-relabelled out of the selector leaves the group, relabelled back it joins again. Members are simulated through the API (``ordo_testbed.members``)."""
+relabelled out of the selector leaves the group, relabelled back it joins again. Members are
+simulated through the API (``ordo_testbed.members``)."""
 
 from __future__ import annotations
 
