@@ -61,6 +61,7 @@ class WatchCache(Generic[V]):
         self._objects: dict[str, dict[str, Listed[V]]] = {}
         self._tombstones: dict[tuple[str, str], tuple[int | None, float]] = {}  # -> (revision, when)
         self._changes: dict[str, int] = {}
+        self._pruned_at = 0.0
 
     def put(self, namespace: str, item: Listed[V], now: float) -> bool:
         """Take ``item`` unless what we hold is newer; whether that changed anything significant."""
@@ -75,6 +76,7 @@ class WatchCache(Generic[V]):
             if held is not None and _older(revision, held.revision):
                 return False  # deleted, then created again: we already hold the new one
             self._tombstones[(namespace, name)] = (revision, now)
+            self._prune(now)
             if held is None:
                 return False
             del objects[name]
@@ -107,11 +109,7 @@ class WatchCache(Generic[V]):
                 del objects[name]
             if missing:
                 self._bump(namespace)
-            self._tombstones = {
-                key: (revision, when)
-                for key, (revision, when) in self._tombstones.items()
-                if now - when < self._tombstone_seconds
-            }
+            self._prune(now)
 
     def select(self, namespace: str, selects: Callable[[dict[str, str]], bool]) -> dict[str, V]:
         """The views of the objects of ``namespace`` whose labels ``selects`` matches, by name."""
@@ -144,6 +142,18 @@ class WatchCache(Generic[V]):
         if changed:
             self._bump(namespace)
         return changed
+
+    def _prune(self, now: float) -> None:
+        """Drop expired tombstones, at most ten times per tombstone's life (a namespace with pods
+        coming and going and no group to LIST them must not grow them forever)."""
+        if now - self._pruned_at < self._tombstone_seconds / 10:
+            return
+        self._pruned_at = now
+        self._tombstones = {
+            key: (revision, when)
+            for key, (revision, when) in self._tombstones.items()
+            if now - when < self._tombstone_seconds
+        }
 
     def _bump(self, namespace: str) -> None:
         self._changes[namespace] = self._changes.get(namespace, 0) + 1

@@ -54,11 +54,15 @@ def test_a_deleted_object_is_gone_and_an_older_list_cannot_bring_it_back() -> No
     assert set(cache.select("ns", APP_X.matches)) == {"a"}
 
 
-def test_tombstones_expire() -> None:
+def test_tombstones_expire_with_or_without_lists() -> None:
     cache: WatchCache[PodView] = WatchCache(tombstone_seconds=60)
-    cache.delete("ns", "a", 8, now=0)
-    cache.relisted("ns", APP_X.matches, [], list_revision=9, now=61)
-    assert cache.put("ns", _pod("a", 5), now=61)  # no longer blocked (no LIST takes a minute)
+    cache.delete("ns", "a", 8, now=100)
+    cache.delete("ns", "b", 8, now=150)
+    cache.relisted("ns", APP_X.matches, [], list_revision=9, now=161)
+    assert cache.put("ns", _pod("a", 5), now=161)  # no longer blocked (no LIST takes a minute)
+    assert not cache.put("ns", _pod("b", 5), now=161)
+    cache.delete("ns", "c", 8, now=222)  # deletions alone prune too: no group may ever LIST
+    assert cache.put("ns", _pod("b", 5), now=222)
 
 
 def test_a_delete_older_than_what_we_hold_is_ignored() -> None:
