@@ -1,9 +1,11 @@
 """kopf handlers for ProducerGroup: a daemon per group runs reconcile passes.
 
-Each pass lists the selected pods and the group's Leases, asks ``plan_group`` for the next step,
-writes the annotations it names, then mirrors the outcome (and each source partition's checkpoint)
-into status. Watches on pods and Leases wake the group's daemon at once; a short period covers
-what no event announces: a Lease that simply stops being renewed.
+Each pass reads the selected pods and the group's Leases from memory (``member_views``: kopf's
+watches feed it), asks ``plan_group`` for the next step, writes the annotations it names, then
+mirrors the outcome (and each source partition's checkpoint) into status. Watches on pods and
+Leases wake the group's daemon at once; a short period covers what no event announces: a Lease
+that simply stops being renewed (or is renewed again after it expired), and new checkpoints. A
+pass whose inputs did not change since the last one only refreshes the checkpoints.
 """
 
 from __future__ import annotations
@@ -25,15 +27,15 @@ from pydantic import ValidationError
 from ordo.api import API_GROUP, Condition, ProducerGroup
 from ordo.api.common import VERSION, LabelSelector, set_condition
 from ordo.group.checkpoints import CheckpointLog, ensure_checkpoint_topic
-from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
+from ordo.protocol import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
 
 from . import metrics
 from .config import OperatorConfig
 from .crash import crash_point
 from .kafka import clients_for
 from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
-from .plans.group import GroupPass, LeaseView, PodView, checkpoint_rows, plan_group
-from .plans.wakeups import LeaseWakeups
+from .member_views import GroupViews, list_items, observe_lease, observe_pod
+from .plans.group import GroupPass, checkpoint_rows, fresh_leases, plan_group
 
 __all__ = ["register"]
 
@@ -82,7 +84,6 @@ class _Wakers:
 
 
 _wakers = _Wakers()
-_lease_wakeups = LeaseWakeups()  # renewals alone wake nothing: the periodic pass judges them
 
 
 class _QuietWakeups(logging.Filter):
@@ -101,16 +102,19 @@ def register(settings: OperatorConfig) -> None:
 
     @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={GROUP_LABEL: kopf.PRESENT})  # type: ignore[arg-type]
     def lease_changed(
-        namespace: str, name: str, labels: dict[str, str], spec: kopf.Spec, annotations: kopf.Annotations,
-        type: str | None, **_: Any,
-    ) -> None:  # fmt: skip
-        holder, acked = spec.get("holderIdentity"), annotations.get(ACK_ANNOTATION)
-        if _lease_wakeups.wakes(namespace, name, holder, acked, gone=type == "DELETED"):
+        namespace: str, labels: dict[str, str], body: kopf.Body, type: str | None, **_: Any
+    ) -> None:
+        # renewals alone wake nothing: the periodic pass judges every Lease's freshness
+        if observe_lease(namespace, body, deleted=type == "DELETED"):
             _wakers.wake_group(namespace, labels[GROUP_LABEL])
 
     @kopf.on.event("", "v1", "pods")  # type: ignore[arg-type]
-    def pod_changed(namespace: str, labels: dict[str, str], **_: Any) -> None:
-        _wakers.wake_for_pod(namespace, dict(labels))
+    def pod_changed(
+        namespace: str, labels: dict[str, str], body: kopf.Body, type: str | None, **_: Any
+    ) -> None:
+        # a pod that left a group's selector wakes nobody: that group's periodic pass sees it
+        if observe_pod(namespace, body, deleted=type == "DELETED"):
+            _wakers.wake_for_pod(namespace, dict(labels))
 
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_group", cancellation_timeout=5.0, backoff=2.0)  # type: ignore[arg-type]
     @metrics.count_errors
@@ -134,7 +138,7 @@ def register(settings: OperatorConfig) -> None:
         """Deleting a group revokes every assignment; the checkpoints stay in Kafka."""
         core = CoreV1Api(api_client())
         revoked = []
-        for pod in _items(core.list_namespaced_pod, namespace):
+        for pod in list_items(core.list_namespaced_pod, namespace)[0]:
             value = (pod["metadata"].get("annotations") or {}).get(ASSIGNMENT_ANNOTATION)
             try:
                 ours = value is not None and MemberAssignment.from_annotation(value).group == name
@@ -149,12 +153,14 @@ def register(settings: OperatorConfig) -> None:
 
 
 class _GroupDriver:
-    """The daemon's memory between passes (everything else is read afresh every pass)."""
+    """The daemon's memory between passes."""
 
     def __init__(self, settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) -> None:
         self.settings, self.namespace, self.name, self.body = settings, namespace, name, body
         self.core = CoreV1Api(api_client())
-        self.leases = CoordinationV1Api(api_client())
+        self.views = GroupViews(self.core, CoordinationV1Api(api_client()), namespace, name)
+        self.planned: tuple[object, ...] | None = None  # what the last pass planned from
+        self.outcome: GroupPass | None = None
         self.writers = ThreadPoolExecutor(ANNOTATION_WRITERS, thread_name_prefix=f"ordo-annotate-{name}")
         status = dict(body.get("status") or {})
         self.live: set[str] = {m["pod"] for m in status.get("members") or []}
@@ -163,6 +169,7 @@ class _GroupDriver:
         self.rebalance_started: float | None = None
         self.last_rebalance: float | None = status.get("lastRebalanceSeconds")
         self.checkpoints: CheckpointLog | None = None
+        self.checkpoints_read = -1  # the checkpoint log's version that status shows
         self.kafka_problem: str | None = None
         if any(
             c.get("type") == "Rebalancing" and c.get("status") == "True"
@@ -178,34 +185,41 @@ class _GroupDriver:
     def reconcile(self) -> float:
         """One pass; returns how long to wait for the next one if nothing wakes us."""
         try:
-            resource = ProducerGroup.model_validate(dict(self.body))
+            # without status: ours, and validating 1,000 members' worth every second cost 6 ms
+            resource = ProducerGroup.model_validate({k: v for k, v in self.body.items() if k != "status"})
         except ValidationError as error:
             self._report_problem(("InvalidSpec", _first_error(error)), generation=None)
             return 5.0
         spec = resource.spec
+        period = min(1.0, spec.session_timeout_seconds / 4)
         _wakers.select(self.namespace, self.name, spec.selector)
-        status = dict(self.body.get("status") or {})
-        outcome = plan_group(
-            self.name,
-            spec,
-            self._pods(spec.selector),
-            self._leases(),
-            datetime.now(UTC),
-            int(status.get("generation") or 0),
-        )
+        self.views.refresh(spec.selector)
+        generation = int((self.body.get("status") or {}).get("generation") or 0)
+        leases, now = self.views.leases(), datetime.now(UTC)
+        fresh = fresh_leases(leases, now, spec.session_timeout_seconds)
+        inputs = (spec, generation, self.views.changes(), fresh)
+        if inputs == self.planned and self.outcome is not None:
+            # nothing it reads changed and no Lease expired or came back: the same outcome, no
+            # writes; only the checkpoints may have moved
+            if self.checkpoints is None or self.checkpoints.version != self.checkpoints_read:
+                self._write_status(resource, self.outcome)
+            return period
+        outcome = plan_group(self.name, spec, self.views.pods(spec.selector), leases, now, generation)
         # crash points of the handoff's two steps (revoke, then grant), for the crash-resume tests
         step = "revoke" if any(a.revoking for a in outcome.writes.values()) else "grant"
         if outcome.writes:
             crash_point(f"before:{step}")
         writes = [(pod, a.to_annotation()) for pod, a in sorted(outcome.writes.items())]
-        for i, (pod, value) in enumerate(writes[:1]):
-            _annotate(self.core, self.namespace, pod, value)
-            if i == 0 and len(writes) > 1:
-                crash_point(f"after-first:{step}")
+        found = [_annotate(self.core, self.namespace, *write) for write in writes[:1]]
+        if len(writes) > 1:
+            crash_point(f"after-first:{step}")
         # the rest side by side: each write is safe in any order (a pass revokes, or grants what
         # nobody holds), and a group's first assignment writes every member's annotation
-        for _ in self.writers.map(lambda w: _annotate(self.core, self.namespace, *w), writes[1:]):
-            pass  # each result, so the first failure raises here
+        found += self.writers.map(lambda w: _annotate(self.core, self.namespace, *w), writes[1:])
+        if not all(found):
+            self.views.relist_soon()  # a pod we held is gone: its DELETED event may be late
+        # a pass that wrote plans again next time whatever its inputs: it must see what came of them
+        self.planned, self.outcome = (None if outcome.writes else inputs), outcome
         if outcome.writes:
             crash_point(f"after:{step}")
         self._events(outcome)
@@ -213,7 +227,7 @@ class _GroupDriver:
         self._write_status(resource, outcome)
         if outcome.writes:
             crash_point(f"after-status:{step}")
-        return min(1.0, spec.session_timeout_seconds / 4)
+        return period
 
     def close(self) -> None:
         self.writers.shutdown(wait=True)
@@ -221,41 +235,6 @@ class _GroupDriver:
             self.checkpoints.close()
 
     # -- reading -----------------------------------------------------------------------------
-
-    def _pods(self, selector: LabelSelector) -> list[PodView]:
-        pods = _items(
-            self.core.list_namespaced_pod, self.namespace, label_selector=selector.to_query() or None
-        )
-        views = []
-        for pod in pods:
-            meta, status = pod["metadata"], pod.get("status") or {}
-            conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-            views.append(
-                PodView(
-                    name=meta["name"],
-                    ready=conditions.get("Ready") == "True",
-                    deleting=meta.get("deletionTimestamp") is not None,
-                    assignment=(meta.get("annotations") or {}).get(ASSIGNMENT_ANNOTATION),
-                )
-            )
-        return views
-
-    def _leases(self) -> dict[str, LeaseView]:
-        leases = _items(
-            self.leases.list_namespaced_lease, self.namespace, label_selector=f"{GROUP_LABEL}={self.name}"
-        )
-        views = {}
-        for lease in leases:
-            meta, spec = lease["metadata"], lease.get("spec") or {}
-            acked = (meta.get("annotations") or {}).get(ACK_ANNOTATION)
-            renewed = spec.get("renewTime")
-            views[meta["name"]] = LeaseView(
-                name=meta["name"],
-                holder=spec.get("holderIdentity"),
-                renewed=datetime.fromisoformat(renewed) if renewed else None,
-                acked=int(acked) if acked is not None and acked.lstrip("-").isdigit() else None,
-            )
-        return views
 
     def _checkpoint_status(
         self, resource: ProducerGroup, owners: dict[int, str]
@@ -272,6 +251,7 @@ class _GroupDriver:
             except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:
                 self.kafka_problem = str(error)
                 return [], 0
+        self.checkpoints_read = self.checkpoints.version
         found = self.checkpoints.of_group(self.namespace, self.name)
         latest = {p: c.checkpoint for p, c in found.items() if p < spec.source_partitions}
         return checkpoint_rows(spec.source_partitions, latest, owners), len(latest)
@@ -378,20 +358,22 @@ def _conditions(
     return [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]
 
 
-def _annotate(core: CoreV1Api, namespace: str, pod: str, value: str | None) -> None:
+def _annotate(core: CoreV1Api, namespace: str, pod: str, value: str | None) -> bool:
+    """Write a pod's assignment; False if the pod is gone. The pod as written goes into the
+    cache at once: the next pass must not plan from the annotation it replaced."""
     try:
-        core.patch_namespaced_pod(
-            pod, namespace, {"metadata": {"annotations": {ASSIGNMENT_ANNOTATION: value}}}
+        response: Any = core.patch_namespaced_pod(
+            pod,
+            namespace,
+            {"metadata": {"annotations": {ASSIGNMENT_ANNOTATION: value}}},
+            _preload_content=False,
         )
     except ApiException as error:
         if error.status != 404:  # a pod that is gone needs no assignment
             raise
-
-
-def _items(list_call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    """A list call's items as plain JSON objects (the typed models cost time and say nothing more)."""
-    response = list_call(*args, _preload_content=False, **kwargs)
-    return list(json.loads(response.data)["items"])
+        return False
+    observe_pod(namespace, json.loads(response.data))
+    return True
 
 
 def _first_error(error: ValidationError) -> str:

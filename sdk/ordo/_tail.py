@@ -154,6 +154,12 @@ class CompactedTopicReader(Generic[V]):
                 self._changed.wait(left)
             return True
 
+    @property
+    def version(self) -> int:
+        """Grows with every accepted value: equal versions, the same values."""
+        with self._changed:
+            return self._version
+
     def wait_for_change(self, timeout: float) -> bool:
         """Wait until a new value is accepted (or ``timeout``); True if one was."""
         with self._changed:

@@ -22,6 +22,7 @@ __all__ = [
     "LeaseView",
     "PodView",
     "checkpoint_rows",
+    "fresh_leases",
     "plan_group",
     "settings_of",
 ]
@@ -67,6 +68,17 @@ class GroupPass:
     problem: tuple[str, str] | None = None
     """(reason, message) of what keeps the group from being served as specified."""
     invalid_annotations: list[str] = field(default_factory=list)
+
+
+def fresh_leases(leases: Mapping[str, LeaseView], now: datetime, session_seconds: float) -> frozenset[str]:
+    """The Leases held by their own pod and renewed within the session: all of ``now`` that a
+    pass's outcome depends on (a pass that sees the same set and nothing else changed plans the same)."""
+    session = timedelta(seconds=session_seconds)
+    return frozenset(
+        name
+        for name, lease in leases.items()
+        if lease.holder == name and lease.renewed is not None and now - lease.renewed <= session
+    )
 
 
 def settings_of(spec: ProducerGroupSpec) -> GroupSettings:
