@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 from .broker import BrokerView
 from .options import EndingOffsets, SourceOptions
 from .ranges import ending_offsets, offsets_at_times, plan_batch_read, timestamp_requests
-from .tasks import SlicePartition, read_partition, starting_offsets
+from .tasks import read_partition, starting_offsets, tasks_of
 
 __all__ = ["OrdoKafkaBatchReader"]
 
@@ -54,7 +54,7 @@ class OrdoKafkaBatchReader(DataSourceReader):
         )
         for problem in read.lost:
             _log.warning("ordo-kafka: %s; skipped (failOnDataLoss=false)", problem)
-        return [SlicePartition(piece) for piece in read.pieces]
+        return tasks_of(read.pieces, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.options, self.schema, partition)

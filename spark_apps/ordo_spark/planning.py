@@ -15,7 +15,8 @@ with string keys (``encode``/``decode``).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ordo.epochs import EpochHistory, Gate, GateKeeper
@@ -35,6 +36,7 @@ __all__ = [
     "encode",
     "epoch_segments",
     "initial_offsets",
+    "pack",
     "plan_batch",
     "readable_partitions",
     "slices",
@@ -295,6 +297,23 @@ def slices(start: Offsets, end: Offsets, histories: Mapping[str, EpochHistory | 
                 epochs = segments.get(p, ())
                 result.append(Slice(topic, p, first, stop, epochs))
     return result
+
+
+def pack(pieces: Sequence[Slice], max_tasks: int) -> list[tuple[Slice, ...]]:
+    """The slices grouped into at most ``max_tasks`` Spark tasks, each slice whole in one task
+    (read in offset order), the tasks balanced by records: the largest slice goes to the task
+    with the fewest records so far. The same pieces always give the same tasks (a replayed batch
+    is planned again). Within a task, slices are in (topic, partition) order."""
+    if len(pieces) <= max_tasks:
+        return [(piece,) for piece in pieces]
+    tasks: list[list[Slice]] = [[] for _ in range(max_tasks)]
+    load = [(0, i) for i in range(max_tasks)]  # (records, task): a heap
+    for piece in sorted(pieces, key=lambda s: (-(s.end - s.start), s.topic, s.partition)):
+        records, i = heapq.heappop(load)
+        tasks[i].append(piece)
+        heapq.heappush(load, (records + piece.end - piece.start, i))
+    grouped = [tuple(sorted(task, key=lambda s: (s.topic, s.partition))) for task in tasks if task]
+    return sorted(grouped, key=lambda task: (task[0].topic, task[0].partition))
 
 
 def available_now_target(

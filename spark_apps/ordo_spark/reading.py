@@ -1,4 +1,5 @@
-"""Executor side: read one slice (a whole offset range of one partition) into Arrow batches.
+"""Executor side: read a task's slices (each a whole offset range of one partition) into Arrow
+batches.
 
 Consumers are made lazily in the Python worker and kept for the next task of the same query
 (Spark reuses Python workers), since connecting costs more than a small batch's reading.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +27,7 @@ from pyspark.sql.types import (
 
 from .planning import DataLossError, Slice
 
-__all__ = ["SCHEMA", "close_consumers", "read_slice", "schema_for"]
+__all__ = ["SCHEMA", "close_consumers", "read_slice", "read_slices", "schema_for"]
 
 _log = logging.getLogger(__name__)
 
@@ -82,46 +83,88 @@ def read_slice(
     poll_timeout_ms: int,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``piece`` in offset order, as batches of ``schema``."""
+    return read_slices(
+        config, [piece], schema, fail_on_data_loss=fail_on_data_loss, poll_timeout_ms=poll_timeout_ms
+    )
+
+
+class _Progress:
+    """How far one slice of a task has been read."""
+
+    def __init__(self, piece: Slice, with_headers: bool) -> None:
+        self.piece, self.position = piece, piece.start
+        self.columns = _Columns(piece, with_headers=with_headers)
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.piece.end
+
+
+def read_slices(
+    config: Mapping[str, Any],
+    pieces: Sequence[Slice],
+    schema: pa.Schema,
+    *,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[pa.RecordBatch]:
+    """The records of every piece as batches of ``schema``; each batch holds one piece's records,
+    and each piece's come in offset order. The pieces are fetched side by side (one fetch serves
+    them all): read one after another, each waited a fetch of its own."""
     consumer = _consumer(config)
-    tp = TopicPartition(piece.topic, piece.partition, piece.start)
-    consumer.assign([tp])
-    columns = _Columns(piece, with_headers="headers" in schema.names)
+    with_headers = "headers" in schema.names
+    reads = {(p.topic, p.partition): _Progress(p, with_headers) for p in pieces if p.start < p.end}
+    consumer.assign([TopicPartition(t, p, r.position) for (t, p), r in reads.items()])
     try:
         deadline = time.monotonic() + poll_timeout_ms / 1000
         next_check = time.monotonic() + 1.0
-        position = piece.start
-        while position < piece.end:
-            # Ask for no more than the range holds: consume() returns early only when it has them
-            # all (transaction markers make it short; the partition-end event then ends the wait).
-            messages = consumer.consume(min(piece.end - position, 10_000), 0.1)
+        while pending := [r for r in reads.values() if not r.done]:
+            # Ask for no more than the ranges hold: consume() returns early only when it has them
+            # all (transaction markers make it short; the partition-end events then end the wait).
+            left = sum(r.piece.end - r.position for r in pending)
+            messages = consumer.consume(min(left, 10_000), 0.1)
             if messages:
                 deadline = time.monotonic() + poll_timeout_ms / 1000
             elif time.monotonic() > next_check:  # nothing comes: are the records still there?
                 next_check = time.monotonic() + 1.0
-                position = _skip_lost(consumer, piece, position, fail_on_data_loss, always=False)
+                for read in pending:
+                    read.position = _skip_lost(
+                        consumer, read.piece, read.position, fail_on_data_loss, always=False
+                    )
             for message in messages:
+                found = reads.get((message.topic(), message.partition()))  # type: ignore[arg-type]
+                if found is None or found.done:
+                    continue  # fetched past its range before the partition was let go
                 error = message.error()
                 if error is not None:
-                    position = _on_error(consumer, piece, position, error, message, fail_on_data_loss)
-                    continue
-                offset = message.offset()
-                assert offset is not None
-                if offset >= piece.end:
-                    position = piece.end
-                    break
-                columns.add(message, offset)
-                position = offset + 1
-                if len(columns) >= _ROWS_PER_BATCH:
-                    yield columns.batch(schema)
-            if position < piece.end and time.monotonic() > deadline:
+                    found.position = _on_error(
+                        consumer, found.piece, found.position, error, message, fail_on_data_loss
+                    )
+                else:
+                    offset = message.offset()
+                    assert offset is not None
+                    if offset >= found.piece.end:
+                        found.position = found.piece.end
+                    else:
+                        found.columns.add(message, offset)
+                        found.position = offset + 1
+                        if len(found.columns) >= _ROWS_PER_BATCH:
+                            yield found.columns.batch(schema)
+            for read in pending:
+                if read.done:
+                    if len(read.columns):
+                        yield read.columns.batch(schema)
+                    # stop prefetching a partition whose range is read
+                    consumer.incremental_unassign([TopicPartition(read.piece.topic, read.piece.partition)])
+            late = next((r for r in reads.values() if not r.done), None)
+            if late is not None and time.monotonic() > deadline:
+                piece = late.piece
                 raise TimeoutError(
-                    f"ordo-kafka: {piece.topic}-{piece.partition}: no records past offset {position} "
+                    f"ordo-kafka: {piece.topic}-{piece.partition}: no records past offset {late.position} "
                     f"within {poll_timeout_ms} ms, but the batch ends at {piece.end} (option pollTimeoutMs)"
                 )
-        if len(columns):
-            yield columns.batch(schema)
     finally:
-        consumer.unassign()  # stop prefetching for a partition this worker may not read next
+        consumer.unassign()  # stop prefetching for partitions this worker may not read next
 
 
 def _on_error(
@@ -165,8 +208,9 @@ def _skip_lost(consumer: Consumer, piece: Slice, position: int, fail: bool, *, a
             "false to go on."
         )
     _log.warning("%s; skipping them (failOnDataLoss=false)", problem)
-    if resume < piece.end:
-        consumer.assign([TopicPartition(piece.topic, piece.partition, resume)])
+    if resume < piece.end:  # only this partition moves: the task's others read on
+        consumer.incremental_unassign([TopicPartition(piece.topic, piece.partition)])
+        consumer.incremental_assign([TopicPartition(piece.topic, piece.partition, resume)])
     return resume
 
 

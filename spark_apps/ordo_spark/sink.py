@@ -9,8 +9,9 @@ retry) reads the marker first and skips a part that is already written. The tran
 the same per sink and task partition, so initialising it fences a zombie attempt of the same task.
 
 This needs the batch's split into Spark partitions to be the same when it is replayed: true for
-the ``ordo-kafka`` source read without a shuffle (one task per Kafka partition, offsets from the
-checkpoint) and after a hash repartition by a column.
+the ``ordo-kafka`` source read without a shuffle (its tasks follow from the batch's offsets, kept
+in the checkpoint, and the option maxTasks: keep that option as it is across a restart) and after
+a hash repartition by a column.
 """
 
 from __future__ import annotations

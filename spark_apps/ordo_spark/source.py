@@ -43,7 +43,7 @@ from .planning import (
     worth_a_batch,
 )
 from .reading import schema_for
-from .tasks import SlicePartition, read_partition, starting_offsets
+from .tasks import read_partition, starting_offsets, tasks_of
 
 __all__ = ["OrdoKafkaDataSource", "OrdoKafkaStreamReader"]
 
@@ -145,7 +145,7 @@ class OrdoKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         histories: dict[str, EpochHistory | None] = {}
         if self.options.gate:
             histories = self._histories or self.broker.histories(end)
-        return [SlicePartition(piece) for piece in slices(decode(start), decode(end), histories)]
+        return tasks_of(slices(decode(start), decode(end), histories), self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint; the gate reads ``start`` instead."""

@@ -1,10 +1,10 @@
-"""What the stream and the batch reader both hand Spark: one task per Kafka partition's range
-(``SlicePartition``), how an executor reads one (``read_partition``), and where a read starts
-(``starting_offsets``)."""
+"""What the stream and the batch reader both hand Spark: tasks of whole Kafka partition ranges
+(``SlicePartition``, at most the option maxTasks a batch), how an executor reads one
+(``read_partition``), and where a read starts (``starting_offsets``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -13,19 +13,24 @@ from pyspark.sql.types import StructType
 
 from .broker import BrokerView
 from .options import SourceOptions
-from .planning import Offsets, Slice, initial_offsets
+from .planning import Offsets, Slice, initial_offsets, pack
 from .ranges import offsets_at_times, timestamp_requests
-from .reading import read_slice
+from .reading import read_slices
 
-__all__ = ["SlicePartition", "read_partition", "starting_offsets"]
+__all__ = ["SlicePartition", "read_partition", "starting_offsets", "tasks_of"]
 
 
 class SlicePartition(InputPartition):
-    """One Spark task: one Kafka partition's whole range."""
+    """One Spark task: whole ranges of one or more Kafka partitions, each read in order."""
 
-    def __init__(self, piece: Slice) -> None:
-        super().__init__(piece)
-        self.piece = piece
+    def __init__(self, pieces: tuple[Slice, ...]) -> None:
+        super().__init__(pieces)
+        self.pieces = pieces
+
+
+def tasks_of(pieces: Sequence[Slice], options: SourceOptions) -> list[SlicePartition]:
+    """A batch's slices as Spark tasks: one per slice up to maxTasks, then packed (``pack``)."""
+    return [SlicePartition(task) for task in pack(pieces, options.max_tasks)]
 
 
 def read_partition(
@@ -35,9 +40,9 @@ def read_partition(
     if not isinstance(partition, SlicePartition):  # Spark's stand-in when there are no slices
         assert partition.value is None, partition
         return
-    yield from read_slice(
+    yield from read_slices(
         options.consumer_config("reader"),
-        partition.piece,
+        partition.pieces,
         to_arrow_schema(schema, timezone="UTC"),
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,

@@ -13,7 +13,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ordo_spark.options import parse_options
 from ordo_spark.planning import DataLossError, Slice
-from ordo_spark.reading import SCHEMA, close_consumers, read_slice
+from ordo_spark.reading import SCHEMA, close_consumers, read_slice, read_slices
 from ordo_testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed
@@ -88,3 +88,33 @@ def test_a_range_that_is_gone_fails_clearly_or_is_skipped(kafka: KafkaHandle) ->
     with pytest.raises(DataLossError, match="failOnDataLoss"):
         _read(kafka, Slice(topic, 0, 50, 60))
     assert _read(kafka, Slice(topic, 0, 50, 60), failOnDataLoss="false").num_rows == 0
+
+
+def test_a_task_reads_its_slices_side_by_side_each_whole_and_in_order(kafka: KafkaHandle) -> None:
+    topic = kafka.create_topic(4)
+    producer = Producer(kafka.config())
+    for n in range(400):
+        producer.produce(topic, f"{n % 4}-{n // 4}".encode(), partition=n % 4)
+    assert producer.flush(10) == 0
+    # three ranges of 100 records, and one past the end of partition 3, skipped without the rest
+    pieces = [
+        Slice(topic, 0, 0, 100),
+        Slice(topic, 1, 20, 70),
+        Slice(topic, 2, 99, 100),
+        Slice(topic, 3, 150, 160),
+    ]
+    parsed = parse_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic, "failOnDataLoss": "false"}
+    )
+    batches = list(
+        read_slices(
+            parsed.consumer_config("test"), pieces, ARROW, fail_on_data_loss=False, poll_timeout_ms=20_000
+        )
+    )
+    assert all(len(set(b.column("partition").to_pylist())) == 1 for b in batches)  # one slice a batch
+    rows = pa.Table.from_batches(batches, ARROW).to_pylist()
+    by_partition: dict[int, list[int]] = {}
+    for row in rows:
+        by_partition.setdefault(row["partition"], []).append(row["offset"])
+    assert by_partition == {0: list(range(100)), 1: list(range(20, 70)), 2: [99]}
+    assert {r["value"] for r in rows if r["partition"] == 2} == {b"2-99"}

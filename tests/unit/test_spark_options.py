@@ -124,6 +124,7 @@ def test_unknown_options_name_the_closest_known_one(extra: dict[str, str], messa
         ({"pollTimeoutMs": "5", "kafkaConsumer.pollTimeoutMs": "5"}, "stream", "set only kafkaConsumer"),
         ({"minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "5"}, "stream", "no batch could satisfy"),
         ({"startingOffsetsByTimestamp": '{"other": {"0": 1}}'}, "stream", "not in subscribe"),
+        ({"maxTasks": "0"}, "stream", "maxTasks must be a positive integer"),
     ],
 )
 def test_refused_options_say_why_and_what_to_use(extra: dict[str, str], mode: Mode, message: str) -> None:
@@ -173,3 +174,8 @@ def test_bad_values_name_the_option(extra: dict[str, str], named: str) -> None:
 def test_bad_subscriptions_name_the_option(options: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         parse_options({"kafka.bootstrap.servers": "k:9092", **options})
+
+
+def test_max_tasks_defaults_to_16_and_is_set_by_the_option() -> None:
+    assert parse_options(BASE).max_tasks == 16
+    assert parse_options({**BASE, "maxTasks": "512"}, "batch").max_tasks == 512

@@ -22,6 +22,7 @@ from ordo_spark.planning import (
     encode,
     epoch_segments,
     initial_offsets,
+    pack,
     plan_batch,
     slices,
 )
@@ -288,3 +289,18 @@ def test_a_plan_keeps_the_gate_keeper_while_the_history_stays() -> None:
     plan_batch({T: {p: 0 for p in range(6)}}, mark, {T: newer}, max_records=None, gate=True,
                fail_on_data_loss=True, keepers=keepers)  # fmt: skip
     assert keepers[T] is not kept and keepers[T].history is newer
+
+
+def test_few_slices_each_get_a_task_and_many_are_packed_whole_balanced_and_alike_every_time() -> None:
+    few = [Slice(T, p, 0, 10) for p in range(4)]
+    assert pack(few, 8) == [(piece,) for piece in few]
+    rng = random.Random(7)
+    many = [Slice(T, p, 0, rng.randint(1, 1_000)) for p in range(1_024)]
+    tasks = pack(many, 64)
+    assert len(tasks) == 64
+    # every slice in exactly one task, whole; within a task in partition order
+    assert sorted((s for task in tasks for s in task), key=lambda s: s.partition) == many
+    assert all(list(task) == sorted(task, key=lambda s: s.partition) for task in tasks)
+    loads = [sum(s.end - s.start for s in task) for task in tasks]
+    assert max(loads) - min(loads) <= 1_000  # within the largest slice of each other
+    assert pack(list(reversed(many)), 64) == tasks  # a replayed batch runs the same tasks
