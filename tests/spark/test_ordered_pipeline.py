@@ -96,6 +96,7 @@ def _start(spark: Any, kafka: KafkaHandle, topic: str, epochs: str, directory: P
         maxRecordsPerTrigger="50000",
         epochTopic=epochs,
         gate=str(gate).lower(),
+        maxTasks="3",  # 6 and 8 partitions packed into 3 tasks: order must hold in packed tasks too
     )
     stream = spark.readStream.format("ordo-kafka").options(**options).load()
     return (
