@@ -118,7 +118,7 @@ class AsyncConsumer:
         self._ordered = ordering != "unordered"
         self.max_in_flight = max_in_flight
         self._group_id = str(config["group.id"])
-        self._wake_at = max_in_flight * 9 // 10
+        self._wake_at = max_in_flight * 3 // 4
         self.max_buffered = max_buffered
         self.revoke_timeout = revoke_timeout
         self._fetch_batch = fetch_batch
@@ -219,29 +219,33 @@ class AsyncConsumer:
         if not mine:
             return
         self._done.extend(mine)  # atomic, as append is
-        self._wake()
+        self._settle_and_wake()
 
     def _wake(self) -> None:
-        """Settle the queued done() calls when the lock is free (never waiting for it: workers
-        would queue up behind poll and the fetcher), so that a woken poll finds the positions
-        moved and only hands out; and wake a waiting poll when it may find work: in the ordered
-        modes a record just done may free its lane's next one; otherwise once a quarter of
-        max_in_flight is free (waking it per record would hand out batches of one)."""
-        if self._lock.acquire(blocking=False):
-            try:
-                self._settle()
-                if self._poll_may_take():
-                    self._poll_waiting = False
-                    self._cond.notify_all()
-            finally:
-                self._lock.release()
-        elif self._poll_may_take():
+        """Wake a waiting poll when it may find work (``_poll_may_take``)."""
+        if self._poll_may_take():
             # one wake-up is enough: the workers finishing meanwhile need not queue for the lock
             # (the waiting poll holds it from raising the flag until it waits, so this notify
             # cannot come between the two)
             self._poll_waiting = False
             with self._lock:
                 self._cond.notify_all()
+
+    def _settle_and_wake(self) -> None:
+        """``_wake`` after settling the queued done() calls if the lock is free (never waiting
+        for it: workers would queue up behind poll and the fetcher). A chunk's worker settles it
+        while the others still run: a woken poll then only hands out, where it settled the whole
+        max_in_flight after the workers had run out of records (docs/performance.md)."""
+        if not self._lock.acquire(blocking=False):
+            self._wake()
+            return
+        try:
+            self._settle()
+            if self._poll_may_take():
+                self._poll_waiting = False
+                self._cond.notify_all()
+        finally:
+            self._lock.release()
 
     def _poll_may_take(self) -> bool:
         """A waiting poll would hand out records now: some are buffered, and it has room (it
