@@ -140,8 +140,10 @@ class AsyncConsumer:
         self._scheduler: Scheduler[TP, Message] = Scheduler(ordering)
         self._fetched: Handoff[Message] = Handoff()  # fetched, not yet in the scheduler
         # records handed out and not done, by id(): cheaper than by (topic, partition, offset), and
-        # safe, as a live record's id is unique and the user holds the record it calls done() with
-        self._in_flight: dict[int, tuple[TP, Message]] = {}
+        # safe, as a live record's id is unique and the user holds the record it calls done() with.
+        # The record alone, not with its partition: a tuple per record would live as long as its
+        # processing, and every such object brings the garbage collector's next full walk closer
+        self._in_flight: dict[int, Message] = {}
         # done() only queues the record (deque appends are atomic): taking the lock per record
         # made the workers queue up behind poll and the fetcher. Whoever holds the lock next
         # settles the queue before reading offsets or what is in flight.
@@ -195,8 +197,8 @@ class AsyncConsumer:
                 self._check_usable()
             in_flight = self._in_flight
             records: list[Message] = []
-            for tp, run in taken:  # a run of one partition at a time: the loops run in C
-                in_flight.update(zip(map(id, run), zip(repeat(tp), run, strict=False), strict=True))
+            for _, run in taken:  # a run of one partition at a time: the loops run in C
+                in_flight.update(zip(map(id, run), run, strict=True))
                 records.extend(run)
             to_be_revoked, lost = self._revocations.report()
             errors, self._errors = self._errors, []
@@ -275,7 +277,7 @@ class AsyncConsumer:
         wanted = None if partitions is None else set(_tps(partitions, "unfinished"))
         with self._lock:
             self._settle()
-            busy = {tp for tp, _ in self._in_flight.values()}
+            busy = {_tp(m) for m in self._in_flight.values()}
             busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
         return busy if wanted is None else busy & wanted
 
@@ -355,10 +357,10 @@ class AsyncConsumer:
         scheduler, ordered = self._scheduler, self._ordered
         offsets_of: dict[TP, list[int]] = {}
         # None: done twice, or its partition was revoked or lost meanwhile
-        for entry in map(self._in_flight.pop, map(id, records), repeat(None)):
-            if entry is None:
+        for record in map(self._in_flight.pop, map(id, records), repeat(None)):
+            if record is None:
                 continue
-            tp, record = entry
+            tp = _tp(record)
             offsets = offsets_of.get(tp)
             if offsets is None:
                 offsets = offsets_of[tp] = []
@@ -426,7 +428,7 @@ class AsyncConsumer:
         self._settle()  # what was done before the partition goes counts for its position
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
-        for key in [k for k, (where, _) in self._in_flight.items() if where == tp]:
+        for key in [k for k, m in self._in_flight.items() if _tp(m) == tp]:
             del self._in_flight[key]
         return owned.tracker.position if owned is not None else None
 
@@ -582,7 +584,7 @@ class AsyncConsumer:
         self._settle()
         state = self._owned[tp]
         state.revoking = True
-        flying = [m.offset() or 0 for where, m in self._in_flight.values() if where == tp]
+        flying = [m.offset() or 0 for m in self._in_flight.values() if _tp(m) == tp]
         limit = max(max(flying, default=-1), state.tracker.highest_done())
         self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
         state.tracker.truncate_after(limit)
@@ -619,6 +621,10 @@ class AsyncConsumer:
         with self._lock:
             self._closing = True
             self._cond.notify_all()
+
+
+def _tp(record: Message) -> TP:
+    return (record.topic(), record.partition())  # type: ignore[return-value]  # data records have both
 
 
 def _tell(listener: Listener | None, partitions: Iterable[TP]) -> None:
