@@ -2,7 +2,9 @@
 
 confluent-kafka runs rebalance callbacks inside ``consume()`` and completes a revocation when the
 callback returns. So librdkafka is polled on a thread of the SDK (the *fetcher*), which buffers
-records ahead. When partitions are revoked, the fetcher waits inside the callback until the user's
+records ahead: it only puts each fetched batch in a ``Handoff``, and the user's ``poll()`` sorts
+them into the scheduler itself, so a poll that needs records never waits for the fetcher's Python
+work (``handoff.py``). When partitions are revoked, the fetcher waits inside the callback until the user's
 work on them is finished (KIP-983's two-step revocation, ``revocations.py``) or their deadline
 passes (then they are lost), while the user's ``poll()`` keeps handing out buffered records of the
 partitions that stay. Every confluent-kafka call is made on the fetcher thread.
@@ -17,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -25,6 +28,7 @@ from .. import metrics
 from ..errors import ConfigError, ConsumerClosedError
 from ..group_protocol import with_classic_defaults
 from .commits import CommitPolicy, to_commit
+from .handoff import Handoff
 from .offsets import OffsetTracker
 from .revocations import Revocations
 from .scheduler import ORDERINGS, Ordering, Scheduler
@@ -130,12 +134,16 @@ class AsyncConsumer:
                 "on_commit": self._on_commit,
             }
         )
-        self._cond = threading.Condition(threading.Lock())  # not reentrant: cheaper, never nested
+        self._lock = threading.Lock()  # not reentrant: cheaper, never nested
+        self._cond = threading.Condition(self._lock)
         self._owned: dict[TP, _Owned] = {}
         self._scheduler: Scheduler[TP, Message] = Scheduler(ordering)
+        self._fetched: Handoff[Message] = Handoff()  # fetched, not yet in the scheduler
         # records handed out and not done, by id(): cheaper than by (topic, partition, offset), and
-        # safe, as a live record's id is unique and the user holds the record it calls done() with
-        self._in_flight: dict[int, tuple[TP, Message]] = {}
+        # safe, as a live record's id is unique and the user holds the record it calls done() with.
+        # The record alone, not with its partition: a tuple per record would live as long as its
+        # processing, and every such object brings the garbage collector's next full walk closer
+        self._in_flight: dict[int, Message] = {}
         # done() only queues the record (deque appends are atomic): taking the lock per record
         # made the workers queue up behind poll and the fetcher. Whoever holds the lock next
         # settles the queue before reading offsets or what is in flight.
@@ -147,6 +155,7 @@ class AsyncConsumer:
         self._errors: list[KafkaError] = []
         self._failure: BaseException | None = None
         self._poll_waiting = False
+        self._poll_starved = False  # waiting with room to hand out but nothing buffered
         self._closing = False
         self._stop = threading.Event()
         self.revocation_waits: list[float] = []
@@ -163,32 +172,34 @@ class AsyncConsumer:
         """Records that may be processed now (per the ordering mode and ``max_in_flight``), with
         the partitions being revoked and those lost. Returns early when a revocation starts."""
         deadline = time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
             self._check_usable()
             if self._revocations.pending:  # _forget settles the done() calls first
                 self._complete(self._revocations.start_poll())
             while True:
                 self._settle()
                 room = min(max_records, self.max_in_flight - len(self._in_flight))
-                taken = self._scheduler.take(room) if room > 0 else []
+                taken = self._take(room) if room > 0 else []
                 if taken or self._errors or self._revocations.has_news():
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._poll_waiting = True
-                if self._done:  # queued before done() could see the flag: settle, look again
-                    self._poll_waiting = False
+                # sort what was fetched now, while the workers run, not once woken: by then the
+                # workers may have run out of records, and they would wait for it
+                self._absorb()
+                self._poll_waiting, self._poll_starved = True, room > 0
+                if self._done or self._fetched:  # came before the flag could be seen: look again
+                    self._poll_waiting = self._poll_starved = False
                     continue
                 self._cond.wait(left)
-                self._poll_waiting = False
+                self._poll_waiting = self._poll_starved = False
                 self._check_usable()
             in_flight = self._in_flight
-            records = []
-            for entry in taken:
-                message = entry[1]
-                in_flight[id(message)] = entry
-                records.append(message)
+            records: list[Message] = []
+            for _, run in taken:  # a run of one partition at a time: the loops run in C
+                in_flight.update(zip(map(id, run), run, strict=True))
+                records.extend(run)
             to_be_revoked, lost = self._revocations.report()
             errors, self._errors = self._errors, []
             metrics.async_in_flight(self._group_id, len(in_flight))
@@ -210,23 +221,45 @@ class AsyncConsumer:
         if not mine:
             return
         self._done.extend(mine)  # atomic, as append is
-        self._wake()
+        self._settle_and_wake()
 
     def _wake(self) -> None:
-        """Wake a waiting poll when it may find work: in the ordered modes a record just done may
-        free its lane's next one; otherwise once a quarter of max_in_flight is free (waking it per
-        record would hand out batches of one)."""
-        if (
-            self._poll_waiting
-            and self._scheduler.total
-            and (self._ordered or len(self._in_flight) - len(self._done) <= self._wake_at)
-        ):
+        """Wake a waiting poll when it may find work (``_poll_may_take``)."""
+        if self._poll_may_take():
             # one wake-up is enough: the workers finishing meanwhile need not queue for the lock
             # (the waiting poll holds it from raising the flag until it waits, so this notify
             # cannot come between the two)
             self._poll_waiting = False
-            with self._cond:
+            with self._lock:
                 self._cond.notify_all()
+
+    def _settle_and_wake(self) -> None:
+        """``_wake`` after settling the queued done() calls if the lock is free (never waiting
+        for it: workers would queue up behind poll and the fetcher). A chunk's worker settles it
+        while the others still run: a woken poll then only hands out, where it settled the whole
+        max_in_flight after the workers had run out of records (docs/performance.md)."""
+        if not self._lock.acquire(blocking=False):
+            self._wake()
+            return
+        try:
+            self._settle()
+            if self._poll_may_take():
+                self._poll_waiting = False
+                self._cond.notify_all()
+        finally:
+            self._lock.release()
+
+    def _poll_may_take(self) -> bool:
+        """A waiting poll would hand out records now: some are buffered, and it has room (it
+        waited for records, or a record done may free its lane, or a quarter of max_in_flight is
+        free in the unordered mode: waking it per record done would hand out batches of one)."""
+        return bool(
+            self._poll_waiting
+            and (self._scheduler.total or self._fetched)
+            and (
+                self._poll_starved or self._ordered or len(self._in_flight) - len(self._done) <= self._wake_at
+            )
+        )
 
     def delay_revoke(self, partitions: Iterable[TP]) -> set[TP]:
         """Keep the revocation of ``partitions`` open one more poll: it completes at the start of
@@ -235,22 +268,22 @@ class AsyncConsumer:
         it will not be committed), revocations already completed, and partitions not being
         revoked (nothing to delay). Raises TypeError for anything but (topic, partition) tuples."""
         wanted = _tps(partitions, "delay_revoke")
-        with self._cond:
+        with self._lock:
             return self._revocations.delay(wanted)
 
     def unfinished(self, partitions: Iterable[TP] | None = None) -> set[TP]:
         """Partitions (of ``partitions``, default all) with records handed out and not done, and
         partitions being revoked that still have records to hand out (gaps, see ``key`` mode)."""
         wanted = None if partitions is None else set(_tps(partitions, "unfinished"))
-        with self._cond:
+        with self._lock:
             self._settle()
-            busy = {tp for tp, _ in self._in_flight.values()}
+            busy = {_tp(m) for m in self._in_flight.values()}
             busy |= {tp for tp, s in self._owned.items() if s.revoking and s.tracker.unfinished}
         return busy if wanted is None else busy & wanted
 
     def assignment(self) -> set[TP]:
         """Partitions owned now, including those being revoked."""
-        with self._cond:
+        with self._lock:
             return set(self._owned)
 
     @property
@@ -259,13 +292,13 @@ class AsyncConsumer:
 
     @property
     def buffered(self) -> int:
-        return self._scheduler.total
+        return self._scheduler.total + len(self._fetched)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop handing out records, wait up to ``timeout`` for the ones handed out, commit what
         is done and leave the group."""
         deadline = time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
             if self._closing:
                 return
             self._closing = True
@@ -319,19 +352,64 @@ class AsyncConsumer:
         done = self._done
         if not done:
             return
-        in_flight, owned, scheduler, ordered = self._in_flight, self._owned, self._scheduler, self._ordered
-        settled = 0
-        while done:
-            record = done.popleft()
-            entry = in_flight.pop(id(record), None)
-            if entry is None:
-                continue  # done twice, or its partition was revoked or lost meanwhile
-            tp = entry[0]
-            owned[tp].tracker.done(record.offset())  # type: ignore[arg-type]  # data records have one
+        popleft = done.popleft  # only lock holders take; done() may append meanwhile
+        records = [popleft() for _ in range(len(done))]
+        scheduler, ordered = self._scheduler, self._ordered
+        offsets_of: dict[TP, list[int]] = {}
+        # None: done twice, or its partition was revoked or lost meanwhile
+        for record in map(self._in_flight.pop, map(id, records), repeat(None)):
+            if record is None:
+                continue
+            tp = _tp(record)
+            offsets = offsets_of.get(tp)
+            if offsets is None:
+                offsets = offsets_of[tp] = []
+            offsets.append(record.offset())  # type: ignore[arg-type]  # data records have one
             if ordered:
                 scheduler.release(tp, record.key())
-            settled += 1
-        self._policy.pending += settled
+        owned = self._owned
+        for tp, offsets in offsets_of.items():
+            owned[tp].tracker.done_many(offsets)
+            self._policy.pending += len(offsets)
+
+    def _take(self, room: int) -> list[tuple[TP, list[Message]]]:
+        """Up to ``room`` records to hand out, in runs of one partition; fetched batches are
+        sorted only when the scheduler has fewer (a woken poll hands out first)."""
+        if self._scheduler.total < room:
+            self._absorb()
+        return self._scheduler.take_runs(room)
+
+    def _absorb(self) -> None:
+        """Sort the batches the fetcher handed over into the offset trackers and the scheduler."""
+        for messages in self._fetched.take():
+            run: list[Message] = []  # a fetched batch comes in runs of one partition
+            run_tp: TP | None = None
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        self._errors.append(error)
+                    continue
+                tp: TP = (message.topic(), message.partition())  # type: ignore[assignment]
+                if tp != run_tp:
+                    if run_tp is not None:
+                        self._add_run(run_tp, run)
+                    run_tp, run = tp, []
+                run.append(message)
+            if run_tp is not None:
+                self._add_run(run_tp, run)
+
+    def _add_run(self, tp: TP, run: list[Message]) -> None:
+        state = self._owned.get(tp)
+        if state is None or state.revoking:
+            return  # records fetched before a revocation are left for the next owner
+        state.tracker.add_many([message.offset() for message in run])  # type: ignore[misc]
+        scheduler = self._scheduler
+        if self.ordering == "key":
+            for message in run:
+                scheduler.add(tp, message.key(), message)
+        else:
+            scheduler.add_many(tp, run)
 
     def _check_usable(self) -> None:
         if self._failure is not None:
@@ -350,7 +428,7 @@ class AsyncConsumer:
         self._settle()  # what was done before the partition goes counts for its position
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
-        for key in [k for k, (where, _) in self._in_flight.items() if where == tp]:
+        for key in [k for k, m in self._in_flight.items() if _tp(m) == tp]:
             del self._in_flight[key]
         return owned.tracker.position if owned is not None else None
 
@@ -362,42 +440,27 @@ class AsyncConsumer:
             while not self._stop.is_set():
                 self._service(consumer)
                 # never fetch much past max_buffered (a full buffer still serves callbacks)
-                room = self.max_buffered - self._scheduler.total
+                room = self.max_buffered - self.buffered
                 messages = consumer.consume(max(1, min(self._fetch_batch, room)), 0.05)
                 if messages:
-                    self._ingest(messages)
+                    self._hand_over(messages)
         except BaseException as error:  # surfaced by the user's next poll()
             _log.exception("AsyncConsumer fetcher failed")
-            with self._cond:
+            with self._lock:
                 self._failure = error
                 self._cond.notify_all()
         finally:
             self._shutdown(consumer)
 
-    def _ingest(self, messages: list[Message]) -> None:
-        owned = self._owned
-        scheduler = self._scheduler
-        by_key = self.ordering == "key"
-        last: TP | None = None
-        track: Callable[[int], None] | None = None
-        with self._cond:
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() != KafkaError._PARTITION_EOF:
-                        self._errors.append(error)
-                    continue
-                tp: TP = (message.topic(), message.partition())  # type: ignore[assignment]
-                if tp != last:  # a fetched batch comes in runs of one partition
-                    last = tp
-                    state = owned.get(tp)
-                    # records fetched before a revocation are left for the next owner
-                    track = None if state is None or state.revoking else state.tracker.add
-                if track is None:
-                    continue
-                track(message.offset())  # type: ignore[arg-type]
-                scheduler.add(tp, message.key() if by_key else None, message)
-            if self._poll_waiting:
+    def _hand_over(self, messages: list[Message]) -> None:
+        """Leave a fetched batch to the next lock holder; wake a poll waiting for records (the
+        poll raises its flag, then looks at the handoff, under the lock: either it sees this batch
+        or this sees its flag, and the notify waits for the lock until the poll waits). A poll
+        waiting for room is not woken until it has some."""
+        self._fetched.put(messages)
+        if self._poll_may_take():
+            self._poll_waiting = False
+            with self._lock:
                 self._cond.notify_all()
 
     def _service(self, consumer: Consumer) -> None:
@@ -405,12 +468,14 @@ class AsyncConsumer:
         half), and the aggregated asynchronous commit."""
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
-        with self._cond:
+        with self._lock:
             owned = self._owned
             # a fair share per partition, and the total: one fetch can bring a partition far past
             # its share, so a full buffer pauses every partition
             high = max(1, self.max_buffered // max(1, len(owned)))
-            total = self._scheduler.total
+            if len(self._fetched) >= max(high, self._fetch_batch):
+                self._absorb()  # poll() is not taking them: sorted here, to pause by partition
+            total = self.buffered
             full = total >= self.max_buffered
             low = total <= self.max_buffered * 3 // 4
             for tp, state in owned.items():
@@ -431,7 +496,7 @@ class AsyncConsumer:
 
     def _commit_due(self, consumer: Consumer) -> None:
         now = time.monotonic()
-        with self._cond:
+        with self._lock:
             self._settle()
             if not self._policy.due(now):
                 return
@@ -443,7 +508,7 @@ class AsyncConsumer:
             consumer.commit(offsets=commit, asynchronous=True)
 
     def _commit_sync(self, consumer: Consumer, offsets: Mapping[TP, int | None]) -> None:
-        with self._cond:
+        with self._lock:
             wanted = to_commit(offsets, self._committed)
         if not wanted:
             return
@@ -457,12 +522,12 @@ class AsyncConsumer:
         failed = [tp for tp in result or () if tp.error is not None]
         if failed:
             _log.error("commit of revoked partitions failed for %s", failed)
-        with self._cond:
+        with self._lock:
             self._committed.update(wanted)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if error is not None or any(tp.error is not None for tp in partitions):
-            with self._cond:  # recommit these at the next aggregated commit
+            with self._lock:  # recommit these at the next aggregated commit
                 for tp in partitions:
                     self._committed.pop((tp.topic, tp.partition), None)
             _log.warning("asynchronous commit failed: %s", error or [tp for tp in partitions if tp.error])
@@ -470,7 +535,8 @@ class AsyncConsumer:
             self._user_on_commit(error, partitions)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._cond:
+        with self._lock:
+            self._absorb()  # fetched under the previous assignment: sorted by it
             for tp in partitions:
                 state = self._owned[(tp.topic, tp.partition)] = _Owned()
                 state.paused = True  # unknown: librdkafka may keep a pause across an eager rebalance
@@ -482,14 +548,15 @@ class AsyncConsumer:
         completed ones synchronously; returning lets librdkafka hand them to another member."""
         started = time.monotonic()
         tps = [(tp.topic, tp.partition) for tp in partitions]
-        with self._cond:
+        with self._lock:
+            self._absorb()  # fetched before the revocation: kept below what was handed out
             revoking = [tp for tp in tps if tp in self._owned]
             for tp in revoking:
                 self._stop_fetching(tp)
             self._revocations.request(revoking, started + self.revoke_timeout)
             self._cond.notify_all()
         while True:
-            with self._cond:
+            with self._lock:
                 if self._closing or self._stop.is_set():
                     self._complete_unfinished(revoking)
                 for tp in self._revocations.expire(time.monotonic()):
@@ -502,7 +569,7 @@ class AsyncConsumer:
                 self._cond.wait(0.05)
             self._commit_due(consumer)  # the partitions that stay keep committing meanwhile
         self._commit_sync(consumer, positions)
-        with self._cond:
+        with self._lock:
             for tp in tps:
                 self._committed.pop(tp, None)
         self.revocation_waits.append(time.monotonic() - started)
@@ -517,7 +584,7 @@ class AsyncConsumer:
         self._settle()
         state = self._owned[tp]
         state.revoking = True
-        flying = [m.offset() or 0 for where, m in self._in_flight.values() if where == tp]
+        flying = [m.offset() or 0 for m in self._in_flight.values() if _tp(m) == tp]
         limit = max(max(flying, default=-1), state.tracker.highest_done())
         self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
         state.tracker.truncate_after(limit)
@@ -529,7 +596,8 @@ class AsyncConsumer:
             self._snapshots[tp] = self._forget(tp)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._cond:
+        with self._lock:
+            self._absorb()  # fetched under the previous assignment: sorted (then forgotten) by it
             tps = [(tp.topic, tp.partition) for tp in partitions]
             owned = [tp for tp in tps if tp in self._owned]
             for tp in tps:
@@ -541,7 +609,7 @@ class AsyncConsumer:
         _tell(self._listen_lost, owned)
 
     def _shutdown(self, consumer: Consumer) -> None:
-        with self._cond:
+        with self._lock:
             self._settle()
             final = {tp: s.tracker.position for tp, s in self._owned.items()}
         try:
@@ -550,9 +618,13 @@ class AsyncConsumer:
             consumer.close()  # revokes everything: _on_revoke completes at once while closing
         except Exception:
             _log.exception("AsyncConsumer: closing the consumer failed")
-        with self._cond:
+        with self._lock:
             self._closing = True
             self._cond.notify_all()
+
+
+def _tp(record: Message) -> TP:
+    return (record.topic(), record.partition())  # type: ignore[return-value]  # data records have both
 
 
 def _tell(listener: Listener | None, partitions: Iterable[TP]) -> None:

@@ -8,7 +8,9 @@ done. Records fetched but not handed out yet count as not done, so the position 
 
 from __future__ import annotations
 
+import operator
 from collections import deque
+from collections.abc import Sequence
 
 __all__ = ["OffsetTracker"]
 
@@ -32,6 +34,38 @@ class OffsetTracker:
         if not self._pending:
             self._next = offset
         self._pending.append(offset)
+
+    def add_many(self, offsets: Sequence[int]) -> None:
+        """``add`` for a run of offsets (one fetched run of the partition), checked in one pass."""
+        if not offsets:
+            return
+        if offsets[0] <= self._last or not all(map(operator.lt, offsets, offsets[1:])):
+            raise ValueError(
+                f"offsets {offsets[0]}..{offsets[-1]} added after {self._last}: offsets must increase"
+            )
+        self._last = offsets[-1]
+        if not self._pending:
+            self._next = offsets[0]
+        self._pending.extend(offsets)
+
+    def done_many(self, offsets: Sequence[int]) -> bool:
+        """``done`` for several offsets; True when the position moved. Cheaper than a call each:
+        the offsets join the done set in one step and the head is passed once."""
+        pending = self._pending
+        if not pending or not offsets:
+            return False
+        first, last = pending[0], pending[-1]
+        if min(offsets) < first or max(offsets) > last:  # unknown: ignored, as by ``done``
+            offsets = [o for o in offsets if first <= o <= last]
+        done = self._done
+        done.update(offsets)
+        if pending[0] not in done:
+            return False
+        while pending and pending[0] in done:
+            passed = pending.popleft()
+            done.discard(passed)
+        self._next = pending[0] if pending else passed + 1
+        return True
 
     def done(self, offset: int) -> bool:
         """Mark ``offset`` processed; True when the position moved. Unknown offsets are ignored."""

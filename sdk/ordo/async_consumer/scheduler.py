@@ -65,12 +65,36 @@ class Scheduler(Generic[P, R]):
             lane.queued = True
             self._ready.append(lane)
 
+    def add_many(self, partition: P, items: list[R]) -> None:
+        """``add`` for a run of one partition's records, in the modes without keys (one lane per
+        partition): one step for the run."""
+        if self._by_key:
+            raise ValueError("add_many is for the modes without keys: add each record with its key")
+        if not items:
+            return
+        lane_id = (partition, None)
+        lane = self._lanes.get(lane_id)
+        if lane is None:
+            lane = self._lanes[lane_id] = _Lane(lane_id)
+            self._of_partition.setdefault(partition, set()).add(lane_id)
+        lane.items.extend(items)
+        self._buffered[partition] = self._buffered.get(partition, 0) + len(items)
+        self.total += len(items)
+        if not lane.busy and not lane.queued:
+            lane.queued = True
+            self._ready.append(lane)
+
     def take(self, limit: int) -> list[tuple[P, R]]:
         """Up to ``limit`` records that may be processed now, as (partition, record)."""
-        out: list[tuple[P, R]] = []
+        return [(partition, item) for partition, run in self.take_runs(limit) for item in run]
+
+    def take_runs(self, limit: int) -> list[tuple[P, list[R]]]:
+        """``take`` as runs of one partition's records, in their order: (partition, records)."""
+        out: list[tuple[P, list[R]]] = []
         ready = self._ready
         buffered = self._buffered
-        while ready and len(out) < limit:
+        count = 0
+        while ready and count < limit:
             lane = ready.popleft()
             lane.queued = False
             partition: P = lane.id[0]  # type: ignore[assignment]
@@ -78,18 +102,24 @@ class Scheduler(Generic[P, R]):
             if not items:  # dropped meanwhile
                 continue
             if self._ordered:
-                out.append((partition, items.popleft()))
+                run = [items.popleft()]
                 lane.busy = True
-                taken = 1
             else:
                 # a fair share per turn: cheaper than one record per turn, still interleaves partitions
-                taken = min(len(items), limit - len(out), max(1, limit // (len(ready) + 1)))
-                out.extend((partition, items.popleft()) for _ in range(taken))
+                taken = min(len(items), limit - count, max(1, limit // (len(ready) + 1)))
+                if taken == len(items):
+                    run = list(items)
+                    items.clear()
+                else:
+                    popleft = items.popleft
+                    run = [popleft() for _ in range(taken)]
                 if items:
                     lane.queued = True
                     ready.append(lane)
-            buffered[partition] -= taken
-            self.total -= taken
+            out.append((partition, run))
+            count += len(run)
+            buffered[partition] -= len(run)
+            self.total -= len(run)
         return out
 
     def release(self, partition: P, key: bytes | None) -> bool:
