@@ -14,24 +14,20 @@ session, executors included.
 
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from ordo._partitions import await_served
-from ordo.epochs import EpochHistory
-from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.epochs.log import ensure_log_topics
 from ordo_spark.options import DEFAULT_MAX_TASKS
 
 from ._result import Result
 from ._testbed import kafka_bootstrap
 from .scale_bench import LONG, growth
+from .spark_bench import fill_expanded_topic, local_session, start_noop_query
 
 PARTITIONS = (8, 128, 1_024) + ((2_048,) if LONG else ())
 RECORDS = 200_000
@@ -50,42 +46,15 @@ class _Size:
 
 def _prepare(bootstrap: str, partitions: int) -> str:
     topic = f"scale-spark-{partitions}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(120)
-    await_served(admin, topic, partitions, 120)
-    half = partitions // 2  # ordo grew it while it was empty: a topic whose gates are all open
-    history = EpochHistory.initial(topic, half).begin_fence(partitions).publish(dict.fromkeys(range(half), 0))
-    writer = EpochLogWriter({"bootstrap.servers": bootstrap}, EPOCHS)
-    writer.write(history)
-    writer.close()
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "partitioner": "murmur2_random"})
-    value = b"x" * 100
-    for i in range(RECORDS):
-        while True:
-            try:
-                producer.produce(topic, value, key=f"k{i % 10_000}".encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(120) == 0
+    fill_expanded_topic(bootstrap, topic, partitions, EPOCHS, RECORDS)
     return topic
 
 
 def _read(spark: Any, bootstrap: str, topic: str, workdir: str, max_tasks: int = DEFAULT_MAX_TASKS) -> _Size:
-    query = (
-        spark.readStream.format("ordo-kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxRecordsPerTrigger", str(PER_BATCH))
-        .option("epochTopic", EPOCHS)
-        .option("maxTasks", str(max_tasks))
-        .load()
-        .writeStream.format("noop")
-        .trigger(availableNow=True)
-        .option("checkpointLocation", tempfile.mkdtemp(dir=workdir))
-        .start()
-    )
+    query = start_noop_query(
+        spark, bootstrap, topic, workdir,
+        maxRecordsPerTrigger=str(PER_BATCH), epochTopic=EPOCHS, maxTasks=str(max_tasks),
+    )  # fmt: skip
     query.awaitTermination()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in progress)
@@ -101,23 +70,10 @@ def _read(spark: Any, bootstrap: str, topic: str, workdir: str, max_tasks: int =
 
 
 def run() -> list[Result]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import ordo_spark
-
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory() as workdir:
         ensure_log_topics(AdminClient({"bootstrap.servers": bootstrap}), EPOCHS, "scale-spark-producers")
         topics = [_prepare(bootstrap, n) for n in PARTITIONS]
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("ordo-scale-spark-bench")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        ordo_spark.register(spark)
+        spark = local_session("ordo-scale-spark-bench")
         try:
             _read(spark, bootstrap, topics[0], workdir)  # warm the JVM and the Python workers
             sizes = []

@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ordo._partitions import await_served
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 
@@ -33,40 +34,56 @@ ROUNDS = 5
 
 def _prepare(bootstrap: str) -> tuple[str, str]:
     topic, epochs = "spark-bench", "spark-bench-epochs"
+    ensure_log_topics(AdminClient({"bootstrap.servers": bootstrap}), epochs, "spark-bench-producers")
+    fill_expanded_topic(bootstrap, topic, 8, epochs, RECORDS)
+    return topic, epochs
+
+
+def fill_expanded_topic(bootstrap: str, topic: str, partitions: int, epochs: str, records: int) -> None:
+    """A topic of ``partitions`` that ordo grew from half while it was empty (a stable topic whose
+    gates are all open, so every batch plans through the epoch log and the gate), then
+    ``records`` records of 100 B over 10,000 keys."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    ensure_log_topics(admin, epochs, "spark-bench-producers")
-    admin.create_topics([NewTopic(topic, 8)])[topic].result(30)
-    # ordo grew the topic 4 -> 8 while it was empty: a stable topic whose gates are all open
-    history = EpochHistory.initial(topic, 4).begin_fence(8).publish(dict.fromkeys(range(4), 0))
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(120)
+    await_served(admin, topic, partitions, 120)
+    half = partitions // 2
+    history = EpochHistory.initial(topic, half).begin_fence(partitions).publish(dict.fromkeys(range(half), 0))
     writer = EpochLogWriter({"bootstrap.servers": bootstrap}, epochs)
     writer.write(history)
     writer.close()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "partitioner": "murmur2_random"})
     value = b"x" * 100
-    for i in range(RECORDS):
+    for i in range(records):
         while True:
             try:
                 producer.produce(topic, value, key=f"k{i % 10_000}".encode())
                 break
             except BufferError:
                 producer.poll(0.05)
-    assert producer.flush(60) == 0
-    return topic, epochs
+    assert producer.flush(120) == 0
 
 
 def _start(spark: Any, bootstrap: str, topic: str, epochs: str, gate: bool, workdir: str) -> Any:
-    stream = (
+    return start_noop_query(
+        spark, bootstrap, topic, workdir,
+        maxRecordsPerTrigger=str(PER_BATCH), epochTopic=epochs, gate=str(gate).lower(),
+    )  # fmt: skip
+
+
+def start_noop_query(spark: Any, bootstrap: str, topic: str, workdir: str, **options: str) -> Any:
+    """An ordo-kafka stream of ``topic`` from its earliest offsets into Spark's ``noop`` sink,
+    Trigger.AvailableNow, with the source's ``options``."""
+    reader = (
         spark.readStream.format("ordo-kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxRecordsPerTrigger", str(PER_BATCH))
-        .option("epochTopic", epochs)
-        .option("gate", str(gate).lower())
-        .load()
     )
+    for name, value in options.items():
+        reader = reader.option(name, value)
     return (
-        stream.writeStream.format("noop")
+        reader.load()
+        .writeStream.format("noop")
         .trigger(availableNow=True)
         .option("checkpointLocation", tempfile.mkdtemp(dir=workdir))
         .start()
@@ -95,23 +112,29 @@ def _pair(spark: Any, bootstrap: str, topic: str, epochs: str, workdir: str) -> 
     return result
 
 
-def run() -> list[Result]:
+def local_session(name: str) -> Any:
+    """A local[2] SparkSession, quiet, with the ordo-kafka source registered."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import ordo_spark
 
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ordo_spark.register(spark)
+    return spark
+
+
+def run() -> list[Result]:
     with kafka_bootstrap() as bootstrap, tempfile.TemporaryDirectory() as workdir:
         topic, epochs = _prepare(bootstrap)
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("ordo-spark-bench")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        ordo_spark.register(spark)
+        spark = local_session("ordo-spark-bench")
         try:
             _pair(spark, bootstrap, topic, epochs, workdir)  # warm the JVM and the Python workers
             pairs = [_pair(spark, bootstrap, topic, epochs, workdir) for _ in range(ROUNDS)]
