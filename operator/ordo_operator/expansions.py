@@ -43,7 +43,8 @@ IN_FLIGHT = {
     ExpansionPhase.EXPANDING,
     ExpansionPhase.PUBLISHING,
 }
-_FENCED = {ExpansionPhase.FENCING, ExpansionPhase.EXPANDING, ExpansionPhase.PUBLISHING}
+_IN_FLIGHT_VALUES = {p.value for p in IN_FLIGHT}  # as the index holds them
+_FENCED = IN_FLIGHT - {ExpansionPhase.CREATING}
 RETRY_SECONDS = 2.0  # after a pass failed (Kafka unavailable, a request timed out)
 _log = logging.getLogger(__name__)
 
@@ -139,9 +140,7 @@ def _other_in_flight(
     for key, phase, since, _ in index.get(topic, []):
         if key == me:
             continue
-        if phase in {p.value for p in IN_FLIGHT} or (
-            phase == ExpansionPhase.PENDING and (since, key) < (created, me)
-        ):
+        if phase in _IN_FLIGHT_VALUES or (phase == ExpansionPhase.PENDING and (since, key) < (created, me)):
             return key
     return None
 
@@ -176,8 +175,7 @@ def register(settings: OperatorConfig) -> None:
         **_: Any,
     ) -> None:
         topic = str((body.get("spec") or {}).get("topic", ""))
-        in_flight = {p.value for p in IN_FLIGHT}
-        expanding = any(phase in in_flight for _, phase, _, _ in expansions_by_topic.get(topic, []))
+        expanding = any(phase in _IN_FLIGHT_VALUES for _, phase, _, _ in expansions_by_topic.get(topic, []))
         _check_partitions(settings, name, namespace, body, expanding)
 
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_expansion", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]

@@ -95,15 +95,15 @@ def closed_gates(stderr_lines: Iterable[str]) -> int | None:
     return count
 
 
+def member_events(stdout_lines: Iterable[str], kind: str) -> list[dict[str, Any]]:
+    """The events of one kind a member printed (``ordo_sandbox.member``: one JSON object a line)."""
+    events = (json.loads(line) for line in stdout_lines if line.startswith("{"))
+    return [event for event in events if event.get("event") == kind]
+
+
 def slow_units(stdout_lines: Iterable[str]) -> list[float]:
     """The durations of the slow units a member reported (``ordo_sandbox.member``'s ``slow`` events)."""
-    out = []
-    for line in stdout_lines:
-        if line.startswith("{"):
-            event = json.loads(line)
-            if event.get("event") == "slow":
-                out.append(float(event["seconds"]))
-    return out
+    return [float(event["seconds"]) for event in member_events(stdout_lines, "slow")]
 
 
 @dataclass

@@ -12,7 +12,6 @@ source on this machine; killing one deletes its Pod, as a lost node would.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import signal
 import subprocess
@@ -33,7 +32,7 @@ from rich.live import Live
 from ordo._clients import drain, logged
 from ordo.verify import check_topic, read_epochs, read_topic, source_counts
 from ordo_sandbox import source
-from ordo_sandbox.monitor import Monitor, Sources, kafka_end_offsets
+from ordo_sandbox.monitor import Monitor, Sources, kafka_end_offsets, member_events
 from ordo_sandbox.report import SandboxReport, StageOutcome
 from ordo_sandbox.scenario.progress import partition_progress
 from ordo_sandbox.scenario.verify import verify
@@ -529,7 +528,5 @@ def _gone(kind: Any, name: str) -> bool:
 
 def _started_at(stdout: Path) -> float | None:
     """When a member process said it started (``time.monotonic()``, one clock for the machine)."""
-    for line in stdout.read_text(errors="replace").splitlines():
-        if line.startswith('{"event": "started"'):
-            return float(json.loads(line)["at"])
-    return None
+    started = member_events(stdout.read_text(errors="replace").splitlines(), "started")
+    return float(started[0]["at"]) if started else None

@@ -14,7 +14,7 @@ do from the world, so an operator killed at any point resumes correctly.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ordo.api import ExpansionPhase
@@ -174,16 +174,8 @@ def _create_then_fence(topic: str, state: ExpansionState, world: World) -> Step:
         return _creating(state)
     live = world.producers
     if live and all(p.partitioner == "round_robin" for p in live.values()):
-        direct = ExpansionState(
-            ExpansionPhase.EXPANDING,
-            state.epoch,
-            state.from_partitions,
-            state.to_partitions,
-            None,
-            direct=True,
-        )
         return Step(
-            direct,
+            replace(_at(state, ExpansionPhase.EXPANDING), direct=True),
             Effect.APPEND_FENCE,
             "NothingToGate",
             f"only round_robin producers write {topic!r}: no key order to keep, expanding without "
