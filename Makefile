@@ -19,7 +19,7 @@ help:
 	@echo "make soak     - 30 min chaos soak + every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
-  setup.py sdk/ordo/_fastproduce.c scripts/system-deps testbed/kube-apiserver/go.mod
+  setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c scripts/system-deps testbed/kube-apiserver/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

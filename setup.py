@@ -1,8 +1,14 @@
-"""Only the optional C accelerator of OrderedProducer.produce; everything else is in pyproject.toml.
+"""Only the optional C accelerators (OrderedProducer.produce's common case, GatedConsumer's look
+at a fetched batch); everything else is in pyproject.toml.
 
-``optional=True``: without a C compiler the build goes on and the pure-Python path serves.
+``optional=True``: without a C compiler the build goes on and the pure-Python paths serve.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("ordo._fastproduce", ["sdk/ordo/_fastproduce.c"], optional=True)])
+setup(
+    ext_modules=[
+        Extension("ordo._fastproduce", ["sdk/ordo/_fastproduce.c"], optional=True),
+        Extension("ordo._fastscan", ["sdk/ordo/_fastscan.c"], optional=True),
+    ]
+)

@@ -13,9 +13,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from ordo._clients import FETCH_QUEUE_BACKOFF_MS
 from ordo.async_consumer import AsyncConsumer
 
 from ._result import Result, Stopwatch
@@ -69,7 +71,7 @@ def _finish(counted: threading.Semaphore, records: int, clock: Stopwatch | None)
     return clock.rate(records), clock.cpu_us(records)
 
 
-def _async(config: dict[str, str], topic: str, work: float, records: int, chunk: int) -> Sample:
+def _async(config: dict[str, Any], topic: str, work: float, records: int, chunk: int) -> Sample:
     log = _Log("async")
     counted = threading.Semaphore(0)
     pool = ThreadPoolExecutor(WORKERS)
@@ -100,7 +102,7 @@ def _async(config: dict[str, str], topic: str, work: float, records: int, chunk:
     return sample
 
 
-def _raw(config: dict[str, str], topic: str, work: float, records: int, chunk: int) -> Sample:
+def _raw(config: dict[str, Any], topic: str, work: float, records: int, chunk: int) -> Sample:
     log = _Log("raw")
     counted = threading.Semaphore(0)
     pool = ThreadPoolExecutor(WORKERS)
@@ -136,14 +138,20 @@ def _raw(config: dict[str, str], topic: str, work: float, records: int, chunk: i
     return sample
 
 
-SIDES: dict[str, Callable[[dict[str, str], str, float, int, int], Sample]] = {"async": _async, "raw": _raw}
+SIDES: dict[str, Callable[[dict[str, Any], str, float, int, int], Sample]] = {"async": _async, "raw": _raw}
 
 
 def _steady(bootstrap: str, kind: str, work: float, records: int, chunk: int) -> Sample:
     """One run of one side over ``records`` prefilled records with ``work`` s per record."""
     topic = f"steady-{kind}-{time.monotonic_ns()}"
     _fill(bootstrap, topic, records)
-    config = {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}
+    # the raw side refills its local queue as soon as the AsyncConsumer does (ordo._clients.fast_refill)
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"g-{topic}",
+        "auto.offset.reset": "earliest",
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+    }
     return SIDES[kind](config, topic, work, records, chunk)
 
 

@@ -22,7 +22,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from . import metrics
-from ._clients import consumer_side, drain, logged
+from ._batch_scan import scan
+from ._clients import assign_known, consumer_side, drain, fast_refill, logged
 from .epochs import EpochHistory, Gate, GateKeeper, stamped_epoch
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
 from .errors import ConfigError
@@ -84,7 +85,7 @@ class GatedConsumer:
             raise ConfigError("GatedConsumer needs at least one topic")
         group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
         self._min_backoff, self._max_backoff = min_backoff, max_backoff
-        self._consumer = Consumer(logged({**config, "enable.auto.offset.store": False}))
+        self._consumer = Consumer(fast_refill(logged({**config, "enable.auto.offset.store": False})))
         # With auto-commit, a gate of another member waits for this one's commit: passing a
         # threshold commits at once instead of up to auto.commit.interval.ms (5 s) later. With
         # auto-commit off the application's commits open gates, and commit when it chooses.
@@ -130,7 +131,7 @@ class GatedConsumer:
                 f"{self._log.describe()}; the ordo operator creates it"
             )
         if assignment is not None:  # manual assignment: no group membership; commits still count
-            self._consumer.assign(assigned)
+            assign_known(self._consumer, assigned)
         else:
             self._consumer.subscribe(
                 self.topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
@@ -184,19 +185,24 @@ class GatedConsumer:
         log has not shown yet is judged per partition from its last record: offsets rise, so if
         the last one is below where the open gate ends, every one is. When every partition of a
         batch passes (the usual case), the batch is handed out as it came; the per-record work
-        is a few passes in C (errors, headers, partitions, the last record of each)."""
-        if not messages or any(map(_error_of, messages)) or self._ahead_in(messages):
-            return self._admit_runs(messages, handed)
+        is one pass in C over the records' fields (``_batch_scan``; a few passes through
+        confluent-kafka's methods where that is not built, or for several topics)."""
+        if not messages:
+            return messages
         topic = self._only_topic
-        keys: Iterable[Any] = (
-            map(_partition_of, messages)
-            if topic is not None
-            else zip(map(_topic_of, messages), map(_partition_of, messages), strict=True)
-        )
-        lasts: dict[Any, Message] = dict(zip(keys, messages, strict=True))
+        lasts: dict[Any, Message]
+        if topic is not None:
+            error, headers, lasts = scan(messages)
+            if error or (headers and self._ahead_in(messages)):
+                return self._admit_runs(messages, handed)
+        else:
+            if any(map(_error_of, messages)) or self._ahead_in(messages):
+                return self._admit_runs(messages, handed)
+            keys = zip(map(_topic_of, messages), map(_partition_of, messages), strict=True)
+            lasts = dict(zip(keys, messages, strict=True))
         ends: dict[TP, int] = {}
         for key, last in lasts.items():
-            tp: TP = (topic, key) if topic is not None else key
+            tp: TP = (topic, key) if topic is not None else key  # type: ignore[assignment]
             if not self._open_through(tp, last):
                 return self._admit_runs(messages, handed)
             ends[tp] = last.offset()  # type: ignore[assignment]  # never None for data

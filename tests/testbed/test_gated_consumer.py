@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from prometheus_client import REGISTRY
 
+from ordo._batch_scan import scan, scan_python
 from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
@@ -282,3 +283,33 @@ def test_a_subscribed_member_is_given_the_new_partitions_when_the_epoch_is_publi
         assert [(m.partition(), m.value()) for m in got] == [(3, b"moved")]
         assert len(consumer.raw.assignment()) == 4
     writer.close()
+
+
+def test_the_c_look_at_a_consumed_batch_answers_as_the_python_twin(kafka: KafkaHandle) -> None:
+    """Consumed records keep their headers in librdkafka until headers() is called (a field a
+    built Message never sets): the C pass sees them there. Batches mix partitions, records with
+    and without headers, and partition-end events."""
+    if scan is scan_python:
+        pytest.skip("ordo._fastscan was not built, or confluent-kafka's Message changed layout")
+    topic = kafka.create_topic(3)
+    producer = Producer(kafka.config(linger_ms=5))
+    for i in range(600):
+        headers: list[tuple[str, str | bytes | None]] | None = [("ordo-epoch", b"1")] if i % 50 == 0 else None
+        producer.produce(topic, f"r{i}".encode(), partition=i % 3, headers=headers)
+    assert producer.flush(30) == 0
+    consumer = Consumer(kafka.config(group_id=kafka.topic("g"), enable_partition_eof=True))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    seen = {"records": 0, "headers": 0, "errors": 0}
+    deadline = time.monotonic() + 30
+    while seen["records"] < 600 and time.monotonic() < deadline:
+        batch = consumer.consume(97, 0.5)  # batches that cut across partitions' runs
+        found = scan(batch)  # first: the Python twin's headers() moves librdkafka's headers to Python
+        expected = scan_python(batch)
+        assert found[:2] == expected[:2]
+        assert {p: id(m) for p, m in found[2].items()} == {p: id(m) for p, m in expected[2].items()}
+        seen["records"] += sum(1 for m in batch if m.error() is None)
+        seen["headers"] += found[1]
+        seen["errors"] += found[0]
+    consumer.close()
+    assert seen["records"] == 600
+    assert seen["headers"] > 0  # batches with headers were compared, not only plain ones

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from ordo._clients import PRODUCER_ONLY, consumer_side
+from ordo._clients import PRODUCER_ONLY, assign_known, consumer_side
+from ordo._tail import reader_config
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter
 from ordo.gated_consumer import GatedConsumer
@@ -167,3 +168,42 @@ def test_a_gated_consumer_logs_through_python_logging(
 
     _quiet_on_stderr(use, capfd, caplog)
     assert _clients(caplog, "tested"), "the GatedConsumer's consumer logged nothing"
+
+
+class _Recorder:
+    """A consumer that records what it is asked, in order; ``list_topics`` of a topic named
+    ``fails`` raises as librdkafka does when no broker answers in time."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.calls.append(("list_topics", topic))
+        if topic == "fails":
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("assign", [(tp.topic, tp.partition) for tp in partitions]))
+
+
+def test_a_hand_assignment_asks_each_topics_metadata_once_before_assigning() -> None:
+    consumer = _Recorder()
+    partitions = [TopicPartition("a", 0), TopicPartition("b", 1), TopicPartition("a", 1)]
+    assign_known(consumer, partitions)  # type: ignore[arg-type]  # duck-typed: the calls only
+    assert consumer.calls == [
+        ("list_topics", "a"),
+        ("list_topics", "b"),
+        ("assign", [("a", 0), ("b", 1), ("a", 1)]),
+    ]
+
+
+def test_a_topic_whose_metadata_does_not_come_is_assigned_all_the_same() -> None:
+    consumer = _Recorder()
+    assign_known(consumer, [TopicPartition("fails", 0)])  # type: ignore[arg-type]
+    assert consumer.calls == [("list_topics", "fails"), ("assign", [("fails", 0)])]
+
+
+def test_a_control_topic_reader_fetches_each_record_at_once_whatever_the_users_fetch_size() -> None:
+    # a fetch.min.bytes tuned for bulk data held every read of the epoch log for fetch.wait.max.ms
+    config = reader_config({"bootstrap.servers": "x", "fetch.min.bytes": 100_000}, "reader-t")
+    assert config["fetch.min.bytes"] == 1

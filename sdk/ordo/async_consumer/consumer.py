@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .. import metrics
+from .._clients import fast_refill
 from ..errors import ConfigError, ConsumerClosedError
 from ..group_protocol import with_classic_defaults
 from .commits import CommitPolicy, to_commit
@@ -124,15 +125,17 @@ class AsyncConsumer:
         self._fetch_batch = fetch_batch
         self._user_on_commit: Callable[..., None] | None = config.get("on_commit")
         self._consumer = Consumer(
-            {
-                # a resumed partition waits for the fetch long-poll in flight: keep it short
-                "fetch.wait.max.ms": 100,
-                # incremental rebalances (a KIP-848 group's are incremental already)
-                **with_classic_defaults(config, partition_assignment_strategy="cooperative-sticky"),
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "on_commit": self._on_commit,
-            }
+            fast_refill(
+                {
+                    # a resumed partition waits for the fetch long-poll in flight: keep it short
+                    "fetch.wait.max.ms": 100,
+                    # incremental rebalances (a KIP-848 group's are incremental already)
+                    **with_classic_defaults(config, partition_assignment_strategy="cooperative-sticky"),
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "on_commit": self._on_commit,
+                }
+            )
         )
         self._lock = threading.Lock()  # not reentrant: cheaper, never nested
         self._cond = threading.Condition(self._lock)
