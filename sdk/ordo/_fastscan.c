@@ -35,6 +35,18 @@ typedef struct {
 
 static PyObject *message_type; /* confluent_kafka.Message */
 
+/* lasts[partition] = message: the last record of a run of that partition's records */
+static int
+set_last(PyObject *lasts, int32_t partition, PyObject *message)
+{
+    PyObject *key = PyLong_FromLong(partition);
+    if (key == NULL)
+        return -1;
+    int result = PyDict_SetItem(lasts, key, message);
+    Py_DECREF(key);
+    return result;
+}
+
 /* scan(messages) -> (any_error, any_headers, {partition: its last message})
  *
  * ``any_headers`` is True when a record may have headers (a record whose headers() is an empty
@@ -65,26 +77,17 @@ scan(PyObject *module, PyObject *messages)
             any_error = 1;
         if ((message->headers != NULL && message->headers != Py_None) || message->c_headers != NULL)
             any_headers = 1;
-        if (run_last != NULL && message->partition != run_partition) {
-            PyObject *key = PyLong_FromLong(run_partition);
-            if (key == NULL || PyDict_SetItem(lasts, key, run_last) < 0) {
-                Py_XDECREF(key);
-                Py_DECREF(lasts);
-                return NULL;
-            }
-            Py_DECREF(key);
+        if (run_last != NULL && message->partition != run_partition
+            && set_last(lasts, run_partition, run_last) < 0) {
+            Py_DECREF(lasts);
+            return NULL;
         }
         run_partition = message->partition;
         run_last = item;
     }
-    if (run_last != NULL) {
-        PyObject *key = PyLong_FromLong(run_partition);
-        if (key == NULL || PyDict_SetItem(lasts, key, run_last) < 0) {
-            Py_XDECREF(key);
-            Py_DECREF(lasts);
-            return NULL;
-        }
-        Py_DECREF(key);
+    if (run_last != NULL && set_last(lasts, run_partition, run_last) < 0) {
+        Py_DECREF(lasts);
+        return NULL;
     }
     return Py_BuildValue("(OON)", any_error ? Py_True : Py_False, any_headers ? Py_True : Py_False, lasts);
 }
