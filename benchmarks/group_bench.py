@@ -43,7 +43,10 @@ ROUNDS = 3
 TRANSACTION_SIZES = (10, 100, 1_000)  # records per transaction
 ROUNDS_EOS = 5
 BLOCKS = 10  # blocks of each side per round
-BLOCK_RECORDS = 2_000  # records per block (at least 2 transactions)
+# records per block (at least 2 transactions), by transaction size: each block a fraction of a
+# second (2,000 records of 1,000 a transaction took 20 ms: a round then hung on a few commits'
+# latencies, and its ratio spread 0.64-1.16)
+BLOCK_RECORDS = {10: 2_000, 100: 4_000, 1_000: 20_000}
 VALUE = b"x" * 100
 Sample = tuple[float, float]  # (records/s, CPU µs/record)
 
@@ -267,7 +270,7 @@ def _round(
     of each pair alternating. A commit's latency is the broker's, and the broker shares the
     machine: a side's run of several seconds met other moments of it than the other side's (per-
     round ratios 0.4-1.3 in one run); blocks of a fraction of a second meet the same ones."""
-    transactions = max(2, BLOCK_RECORDS // size)
+    transactions = max(2, BLOCK_RECORDS[size] // size)
     spent = {"ours": [0.0, 0.0], "raw": [0.0, 0.0]}  # (wall s, CPU s)
     for block in range(BLOCKS):
         sides = ("ours", "raw") if (block % 2 == 0) == ours_first else ("raw", "ours")
