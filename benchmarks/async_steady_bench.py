@@ -8,6 +8,7 @@ interval and at 0.5 ms (docs/performance.md: the AsyncConsumer's extra thread co
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -152,6 +153,9 @@ def _steady(bootstrap: str, kind: str, work: float, records: int, chunk: int) ->
         "auto.offset.reset": "earliest",
         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
     }
+    # each side starts from a collected heap: the previous run's garbage (a Future and its locks
+    # per record) would otherwise fall into this run's full collections (50-300 ms each here)
+    gc.collect()
     return SIDES[kind](config, topic, work, records, chunk)
 
 

@@ -200,3 +200,32 @@ def test_done_many_settles_on_the_workers_thread_when_the_lock_is_free() -> None
             assert len(consumer._done) == 30
         assert consumer.unfinished() == set()
         assert consumer._owned[(TOPIC, 0)].tracker.position == 50
+
+
+# -- pacing the unordered poll's wake-ups ------------------------------------------------------
+
+
+def test_a_slow_pool_wakes_the_poll_for_smaller_batches_and_a_fast_one_for_a_quarter() -> None:
+    """Workers finishing 3,000 records/s: the poll is woken once about WAKE_EVERY's worth (60) is
+    done, no fewer than a sixteenth of max_in_flight; 100,000/s: a quarter, as before pacing."""
+    from ordo.async_consumer.consumer import WAKE_EVERY
+
+    with _offline(max_in_flight=1_000) as consumer:
+        assert consumer._wake_at == 750  # until a rate is known
+        window = 5 * WAKE_EVERY
+        consumer._handed_since = time.monotonic() - window
+        consumer._pace(int(3_000 * window))
+        assert consumer._wake_at == 1_000 - 62  # 3,000/s x 20 ms = 60, below a sixteenth (62)
+        consumer._handed_since = time.monotonic() - window
+        consumer._pace(int(100_000 * window))
+        assert consumer._wake_at == 750
+        consumer._handed_since = time.monotonic() - window
+        consumer._pace(int(8_000 * window))
+        assert 150 <= 1_000 - consumer._wake_at <= 160  # 8,000/s x 20 ms (the window ran on a little)
+
+
+def test_one_quick_poll_alone_does_not_change_the_pace() -> None:
+    with _offline(max_in_flight=1_000) as consumer:
+        consumer._handed_since = time.monotonic()
+        consumer._pace(10)  # 10 records within a few microseconds: no rate yet
+        assert consumer._wake_at == 750
