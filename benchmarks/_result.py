@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 # ">= 0.9", "ratio >= 0.8", "<= 1 s", "<= 5 s (session 3 s)": a bound on the ratio when the row
@@ -29,6 +29,31 @@ class Stopwatch:
     def cpu_us(self, records: int) -> float:
         """Microseconds of CPU per record."""
         return (time.process_time() - self._cpu) * 1e6 / records
+
+
+def alternate(
+    blocks: int, sides: Mapping[str, Callable[[int], object]], first: bool
+) -> dict[str, tuple[float, float]]:
+    """Run ``blocks`` blocks of each side (``sides[name](block)``), the two in turn, the side that
+    goes first alternating per pair (the first key leads the first pair when ``first``): each
+    side's (wall s, CPU s) summed over its blocks. Blocks of a fraction of a second meet the same
+    moments of a shared machine, where a side's whole run met other ones than the other side's."""
+    names = list(sides)
+    spent = {name: [0.0, 0.0] for name in names}
+    for block in range(blocks):
+        for name in names if (block % 2 == 0) == first else reversed(names):
+            clock = Stopwatch()
+            sides[name](block)
+            wall, cpu = clock.elapsed()
+            spent[name][0] += wall
+            spent[name][1] += cpu
+    return {name: (wall, cpu) for name, (wall, cpu) in spent.items()}
+
+
+def per_record(spent: tuple[float, float], records: int) -> tuple[float, float]:
+    """(records/s, CPU µs/record) of ``records`` that took ``spent`` (wall s, CPU s)."""
+    wall, cpu = spent
+    return records / wall, cpu * 1e6 / records
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 
-from ._result import Result, Stopwatch
+from ._result import Result, alternate, per_record
 from ._testbed import kafka_bootstrap
 
 CONSUMED = 3_000_000  # records per side per round
@@ -22,33 +22,25 @@ ROUNDS = 5
 Sample = tuple[float, float]  # (records/s, CPU µs/record)
 
 
-def _block(consumer: Consumer | GatedConsumer, records: int) -> tuple[float, float]:
-    """Read ``records`` records: (wall s, CPU s)."""
+def _block(consumer: Consumer | GatedConsumer, records: int) -> None:
+    """Read ``records`` records."""
     got = 0
-    clock = Stopwatch()
     while got < records:
         for message in consumer.consume(min(10_000, records - got), 1.0):
             if message.error() is None:
                 got += 1
-    return clock.elapsed()
 
 
 def _round(sides: dict[str, Consumer | GatedConsumer], gated_first: bool) -> dict[str, Sample]:
-    """One round: each side reads the whole topic in blocks, the sides in turn, the first of each
-    pair alternating. A side's run of a few seconds meets other moments of the shared machine
-    than the other's (per-round ratios 0.84-1.17 with the gate's checks switched off); blocks of
-    half a second meet the same ones. While one side reads, the other's librdkafka fetches ahead,
-    as much for either side: the CPU figures include that, alike on both sides (pausing the side
-    that waits instead made each of its blocks start with a refetch: 250,000-400,000 records/s).
-    Which side goes first still shows (up to about 8% either way in a round), so it alternates."""
-    spent = {name: [0.0, 0.0] for name in sides}  # (wall s, CPU s)
-    for block in range(CONSUMED // BLOCK):
-        order = ("gated", "raw") if (block % 2 == 0) == gated_first else ("raw", "gated")
-        for name in order:
-            wall, cpu = _block(sides[name], BLOCK)
-            spent[name][0] += wall
-            spent[name][1] += cpu
-    return {name: (CONSUMED / wall, cpu * 1e6 / CONSUMED) for name, (wall, cpu) in spent.items()}
+    """One round: each side reads the whole topic in blocks of BLOCK, the two in turn (``alternate``;
+    per-round ratios 0.84-1.17 as whole runs, with the gate's checks switched off). While one side
+    reads, the other's librdkafka fetches ahead, as much for either side: the CPU figures include
+    that, alike on both sides (pausing the side that waits instead made each of its blocks start
+    with a refetch: 250,000-400,000 records/s). Which side goes first still shows (up to about 8%
+    either way in a round), so it alternates."""
+    reads = {name: (lambda _, consumer=consumer: _block(consumer, BLOCK)) for name, consumer in sides.items()}
+    spent = alternate(CONSUMED // BLOCK, reads, gated_first)
+    return {name: per_record(took, CONSUMED) for name, took in spent.items()}
 
 
 def _fill(bootstrap: str) -> None:
@@ -95,7 +87,7 @@ def _rounds(bootstrap: str) -> dict[str, list[Sample]]:
             _block(raw, BLOCK)
             _block(gated, BLOCK)
         else:
-            for name, sample in _round({"raw": raw, "gated": gated}, gated_first=run % 2 == 0).items():
+            for name, sample in _round({"gated": gated, "raw": raw}, gated_first=run % 2 == 0).items():
                 samples[name].append(sample)
         raw.close()
         gated.close()

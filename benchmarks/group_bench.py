@@ -32,7 +32,7 @@ from ordo_testbed.resources import Groups
 from ordo_testbed.waiting import wait_for
 
 from ._plot import HERE, rates
-from ._result import Result, Stopwatch
+from ._result import Result, alternate, per_record
 from ._testbed import full_testbed
 
 SESSION = 3
@@ -271,22 +271,18 @@ def _round(
     machine: a side's run of several seconds met other moments of it than the other side's (per-
     round ratios 0.4-1.3 in one run); blocks of a fraction of a second meet the same ones."""
     transactions = max(2, BLOCK_RECORDS[size] // size)
-    spent = {"ours": [0.0, 0.0], "raw": [0.0, 0.0]}  # (wall s, CPU s)
-    for block in range(BLOCKS):
-        sides = ("ours", "raw") if (block % 2 == 0) == ours_first else ("raw", "ours")
-        for side in sides:
-            clock = Stopwatch()
-            for t in range(transactions):
-                if side == "ours":
-                    _transaction_ours(member, topic, size, t)
-                else:
-                    _transaction_raw(raw, topic, size, t)
-            wall, cpu = clock.elapsed()
-            spent[side][0] += wall
-            spent[side][1] += cpu
+
+    def ours(_: int) -> None:
+        for t in range(transactions):
+            _transaction_ours(member, topic, size, t)
+
+    def theirs(_: int) -> None:
+        for t in range(transactions):
+            _transaction_raw(raw, topic, size, t)
+
+    spent = alternate(BLOCKS, {"ours": ours, "raw": theirs}, ours_first)
     records = BLOCKS * transactions * size
-    ours, theirs = spent["ours"], spent["raw"]
-    return (records / ours[0], ours[1] * 1e6 / records), (records / theirs[0], theirs[1] * 1e6 / records)
+    return per_record(spent["ours"], records), per_record(spent["raw"], records)
 
 
 def _transaction_ours(member: GroupProducer, topic: str, size: int, t: int) -> None:

@@ -21,7 +21,7 @@ from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer
 
-from ._result import Result, Stopwatch
+from ._result import Result, alternate, per_record
 from ._testbed import kafka_bootstrap
 
 RECORDS = 500_000
@@ -40,20 +40,18 @@ def _delivered_round(
 ) -> dict[str, Sample]:
     """One round until delivered: (records/s, CPU µs/record) per side, each block timed from its
     first produce() until its flush() returned (nothing of one side is in flight in the other's)."""
-    spent = {name: [0.0, 0.0] for name in sides}  # (wall s, CPU s)
-    for block, first in enumerate(range(0, RECORDS, DELIVERED_BLOCK)):
-        keys = KEYS[first : first + DELIVERED_BLOCK]
-        order = ("ordo", "raw") if (block % 2 == 0) == ordo_first else ("raw", "ordo")
-        for name in order:
-            produce, flush = sides[name]
-            clock = Stopwatch()
-            for key in keys:
+
+    def deliver(produce: Produce, flush: Callable[[], object]) -> Callable[[int], object]:
+        def block(index: int) -> object:
+            for key in KEYS[index * DELIVERED_BLOCK : (index + 1) * DELIVERED_BLOCK]:
                 produce("bench", VALUE, key)
-            flush()
-            wall, cpu = clock.elapsed()
-            spent[name][0] += wall
-            spent[name][1] += cpu
-    return {name: (RECORDS / wall, cpu * 1e6 / RECORDS) for name, (wall, cpu) in spent.items()}
+            return flush()
+
+        return block
+
+    blocks = {name: deliver(*side) for name, side in sides.items()}
+    spent = alternate(RECORDS // DELIVERED_BLOCK, blocks, ordo_first)
+    return {name: per_record(took, RECORDS) for name, took in spent.items()}
 
 
 def _enqueue_rates(sides: dict[str, tuple[Produce, Callable[[], object]]]) -> dict[str, float]:

@@ -8,7 +8,7 @@
  *
  * That struct is private to confluent-kafka, so this module mirrors its first fields, the ones
  * read here (``MessageMirror``, as in confluent-kafka 2.x's confluent_kafka.h), and is used only
- * after the mirror is checked (gated_consumer's _checked_c_scan): the Message type must be at
+ * after the mirror is checked (_batch_scan._checked_c_scan): the Message type must be at
  * least as large as the mirror (``FIELDS_END``), so every read stays inside the object, and
  * Messages built with known partitions, errors and headers must read back as their methods say.
  * That pins ``headers`` and ``error``, and so the one pointer between them, ``c_headers``, which
