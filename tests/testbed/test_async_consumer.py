@@ -285,8 +285,8 @@ def test_a_resume_wakes_the_partitions_leader_and_loses_nothing(
     # a ListOffsets request for the topic is a wake-up (a zero delay only counts them)
     _poll_until(consumer, "records of every partition", take)
     wake_ups = kafka.faults.add(Fault(api="ListOffsets", topic=filled, delay=0.0))
-    _poll_until(consumer, "every record through pauses and resumes", lambda b: take(b) and len(seen) == PARTITIONS * PER_PARTITION)
-    assert len(seen) == PARTITIONS * PER_PARTITION
+    everything = PARTITIONS * PER_PARTITION
+    _poll_until(consumer, "every record, through pauses", lambda b: take(b) and len(seen) == everything)
     assert wake_ups.hits >= 1, "partitions were resumed without waking their leader"
 
 
