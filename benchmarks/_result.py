@@ -22,14 +22,6 @@ class Stopwatch:
         """(wall s, CPU s)."""
         return time.perf_counter() - self._wall, time.process_time() - self._cpu
 
-    def rate(self, records: int) -> float:
-        """Records per second of wall time."""
-        return records / (time.perf_counter() - self._wall)
-
-    def cpu_us(self, records: int) -> float:
-        """Microseconds of CPU per record."""
-        return (time.process_time() - self._cpu) * 1e6 / records
-
 
 def alternate(
     blocks: int, sides: Mapping[str, Callable[[int], object]], first: bool

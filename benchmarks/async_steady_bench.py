@@ -99,7 +99,8 @@ class _Side:
         self.case = case
         self.pool = ThreadPoolExecutor(WORKERS)
         self.counted = threading.Semaphore(0)
-        self.room: threading.BoundedSemaphore | None = None  # the raw side's bound on tasks in flight
+        # the raw side's bound on tasks in flight (a slot per task); the AsyncConsumer keeps its own
+        self.room: threading.BoundedSemaphore | None = None
 
     def block(self, records: int) -> None:
         handed = 0
@@ -154,8 +155,7 @@ class _Raw(_Side):
         self.log = _Log("raw")
         self.consumer = Consumer({**config, "enable.auto.offset.store": False})
         self.consumer.subscribe([topic])
-        self.slots = threading.BoundedSemaphore(MAX_IN_FLIGHT // case.chunk)  # one per task
-        self.room = self.slots
+        self.room: threading.BoundedSemaphore = threading.BoundedSemaphore(MAX_IN_FLIGHT // case.chunk)
 
     def fetch(self, most: int) -> list[Message]:
         return [m for m in self.consumer.consume(most, 0.1) if m.error() is None]
@@ -163,7 +163,7 @@ class _Raw(_Side):
     def task(self, message: Message) -> None:
         _work(message, self.log, self.case.work)
         self.consumer.store_offsets(message=message)
-        self.slots.release()
+        self.room.release()
         self.counted.release()
 
     def chunk_task(self, messages: list[Message]) -> None:
@@ -171,7 +171,7 @@ class _Raw(_Side):
             _work(message, self.log, self.case.work)
         after = [TopicPartition(m.topic() or "", m.partition() or 0, (m.offset() or 0) + 1) for m in messages]
         self.consumer.store_offsets(offsets=after)
-        self.slots.release()
+        self.room.release()
         self.counted.release(len(messages))
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ import threading
 import time
 
 import pytest
-from benchmarks._result import Result, Stopwatch
+from benchmarks._result import Result, Stopwatch, alternate, per_record
 
 
 @pytest.mark.parametrize(
@@ -55,4 +55,16 @@ def test_the_stopwatch_counts_cpu_of_every_thread() -> None:
     worker.join()
     wall, cpu = clock.elapsed()
     assert cpu >= 0.05 and wall > 0
-    assert clock.cpu_us(1_000) >= 50
+    assert per_record((wall, cpu), 1_000)[1] >= 50
+
+
+def test_alternate_takes_turns_and_swaps_the_first_side_per_pair() -> None:
+    calls: list[tuple[str, int]] = []
+    sides = {name: (lambda block, name=name: calls.append((name, block))) for name in ("a", "b")}
+    spent = alternate(3, sides, first=True)
+    assert calls == [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2)]
+    calls.clear()
+    alternate(2, sides, first=False)
+    assert calls == [("b", 0), ("a", 0), ("a", 1), ("b", 1)]
+    assert set(spent) == {"a", "b"} and all(wall >= 0 and cpu >= 0 for wall, cpu in spent.values())
+    assert per_record((2.0, 0.5), 1_000) == (500.0, 500.0)

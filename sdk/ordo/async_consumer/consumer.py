@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .. import metrics
 from .._clients import fast_refill
@@ -505,11 +505,11 @@ class AsyncConsumer:
             total = self.buffered
             full = total >= self.max_buffered
             low = total <= self.max_buffered * 3 // 4
-            # nothing left to fetch: librdkafka's broker threads may be asleep (_wake_leaders)
-            idle = all(state.paused for state in owned.values() if not state.revoking)
+            idle = True  # nothing was left to fetch: librdkafka's broker threads may sleep (_wake_leaders)
             for tp, state in owned.items():
                 if state.revoking:
                     continue
+                idle = idle and state.paused  # as it was before this pass
                 buffered = self._scheduler.buffered(tp)
                 if not state.paused and (full or buffered >= high):
                     state.paused = True
@@ -662,7 +662,8 @@ def _wake_leaders(consumer: Consumer, resumed: list[TopicPartition]) -> None:
     after every partition was paused: a broker thread with a partition to fetch is awake, and a
     request at every resume of a few of 1,000 partitions made each record cost 85 µs, not 9."""
     try:
-        consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, -1) for tp in resumed], 0.1)
+        latest = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in resumed]
+        consumer.offsets_for_times(latest, 0.1)
     except KafkaException as error:
         _log.debug("waking the leaders of resumed partitions failed: %s", error)
 
