@@ -284,6 +284,8 @@ def test_a_resume_wakes_the_partitions_leader_and_loses_nothing(
     # every partition has its fetch position (an offset reset asks the leader too): from here on
     # a ListOffsets request for the topic is a wake-up (a zero delay only counts them)
     _poll_until(consumer, "records of every partition", take)
+    # a buffer left full past the hold pauses every partition (a consumer that keeps up never is)
+    wait_for(lambda: all(s.paused for s in consumer._owned.values()), 20, "every partition to be paused")
     wake_ups = kafka.faults.add(Fault(api="ListOffsets", topic=filled, delay=0.0))
     everything = PARTITIONS * PER_PARTITION
     _poll_until(consumer, "every record, through pauses", lambda b: take(b) and len(seen) == everything)

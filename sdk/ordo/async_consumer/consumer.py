@@ -39,6 +39,12 @@ __all__ = ["TP", "AsyncConsumer", "Batch", "Listener"]
 _log = logging.getLogger(__name__)
 WAKE_EVERY = 0.02
 """Seconds of the workers' progress a waiting unordered poll lets pass before it hands out more."""
+PAUSE_AFTER = 0.05
+"""Seconds a full buffer holds the fetcher (nothing fetched, nothing paused) while poll() drains it
+to three quarters, before every partition is paused: a pause drops librdkafka's prefetched records
+and its resume waits out the fetch long-poll in flight, so a consumer that keeps up never pays it."""
+HOLD_STEP = 0.005
+"""Seconds between the fetcher's looks at a full buffer it holds."""
 TP = tuple[str, int]
 """(topic, partition)."""
 Listener = Callable[[frozenset[TP]], None]
@@ -161,6 +167,7 @@ class AsyncConsumer:
         self._committed: dict[TP, int] = {}
         self._errors: list[KafkaError] = []
         self._failure: BaseException | None = None
+        self._full_since: float | None = None  # when the buffer filled, while it stays above 3/4
         self._poll_waiting = False
         self._poll_starved = False  # waiting with room to hand out but nothing buffered
         self._closing = False
@@ -465,7 +472,9 @@ class AsyncConsumer:
         consumer = self._consumer
         try:
             while not self._stop.is_set():
-                self._service(consumer)
+                if self._service(consumer):
+                    self._stop.wait(HOLD_STEP)
+                    continue
                 # never fetch much past max_buffered (a full buffer still serves callbacks)
                 room = self.max_buffered - self.buffered
                 messages = consumer.consume(max(1, min(self._fetch_batch, room)), 0.05)
@@ -490,9 +499,11 @@ class AsyncConsumer:
             with self._lock:
                 self._cond.notify_all()
 
-    def _service(self, consumer: Consumer) -> None:
-        """Between fetches: back-pressure by pausing partitions whose buffer is full (resumed at
-        half), and the aggregated asynchronous commit."""
+    def _service(self, consumer: Consumer) -> bool:
+        """Between fetches: back-pressure, and the aggregated asynchronous commit. A full buffer
+        first holds the fetcher (True: fetch nothing now) for PAUSE_AFTER; only a buffer that stays
+        full pauses every partition. Above three quarters, a partition past its share is paused;
+        a paused one resumes at half its share once the total is down to three quarters."""
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
         with self._lock:
@@ -503,15 +514,21 @@ class AsyncConsumer:
             if len(self._fetched) >= max(high, self._fetch_batch):
                 self._absorb()  # poll() is not taking them: sorted here, to pause by partition
             total = self.buffered
-            full = total >= self.max_buffered
             low = total <= self.max_buffered * 3 // 4
+            now = time.monotonic()
+            if total >= self.max_buffered:
+                self._full_since = self._full_since or now
+            elif low:
+                self._full_since = None
+            holding = self._full_since is not None and now - self._full_since < PAUSE_AFTER
+            stop_all = self._full_since is not None and not holding
             idle = True  # nothing was left to fetch: librdkafka's broker threads may sleep (_wake_leaders)
             for tp, state in owned.items():
                 if state.revoking:
                     continue
                 idle = idle and state.paused  # as it was before this pass
                 buffered = self._scheduler.buffered(tp)
-                if not state.paused and (full or buffered >= high):
+                if not state.paused and (stop_all or (not low and buffered >= high)):
                     state.paused = True
                     pause.append(TopicPartition(*tp))
                 elif state.paused and low and buffered <= high // 2:
@@ -524,6 +541,7 @@ class AsyncConsumer:
             if idle:
                 _wake_leaders(consumer, resume)
         self._commit_due(consumer)
+        return holding
 
     def _commit_due(self, consumer: Consumer) -> None:
         now = time.monotonic()
