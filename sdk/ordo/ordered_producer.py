@@ -154,9 +154,8 @@ class OrderedProducer:
         if not self._log.catch_up(max(session_timeout, 10.0)):
             self.close()
             raise ConfigError(f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}")
-        if _FastProduce is not None and self._hashes is not None:
-            # The common case in one C call (ordo/_fastproduce.c); the method serves every other.
-            fast = _FastProduce(self._routes, self._hashes, self._producer.produce, self.produce)
+        fast = self._fast_path(self.produce)
+        if fast is not None:  # the method serves every other call
             self.__dict__["produce"] = fast
         self._heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="ordo-producer-heartbeat", daemon=True
@@ -523,6 +522,13 @@ class OrderedProducer:
         for topic, state in self._topics.items():
             state.writable = not state.blocked and not stopped
             self._route(topic, state)
+
+    def _fast_path(self, slow: Callable[..., None]) -> Callable[..., None] | None:
+        """produce()'s common case in one C call (ordo/_fastproduce.c), every other call handed to
+        ``slow``; None without the C module or with another partitioner than murmur2."""
+        if _FastProduce is None or self._hashes is None:
+            return None
+        return _FastProduce(self._routes, self._hashes, self._producer.produce, slow)
 
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.

@@ -172,23 +172,29 @@ def test_exactly_once_records_take_the_c_path(
     kafka: KafkaHandle, kube: Kube, pods: PodSet, log_topics: tuple[str, str]
 ) -> None:
     """A unit's plain keyed records go to librdkafka in one C call (ordo/_fastproduce.c), as a
-    lone OrderedProducer's do: the transaction adds no Python produce path of its own."""
+    lone OrderedProducer's do: not even a Python frame of the unit's own. Once the unit is over,
+    produce() is the checking method again."""
     pods.start("member", [sys.executable, "-c", "import time; time.sleep(600)"])
     member = Member(kafka, kube, *log_topics, exactly_once=True)
     try:
         member.assign(0)
-        fast: Any = member.producer._slots[0].producer.produce
-        assert hasattr(fast, "fast_calls"), (
-            "ordo._fastproduce was not built (pip install -e . needs a compiler)"
-        )
         keys = [f"k{i}".encode() for i in range(10)]
+        served = 0
         for round_ in range(3):
             with member.producer.transaction(0) as tx:
+                fast: Any = tx.produce
+                assert hasattr(fast, "fast_calls"), (
+                    "ordo._fastproduce was not built (pip install -e . needs a compiler)"
+                )
                 for key in keys:
                     tx.produce(member.topic, b"v", key)
                 tx.commit(str(round_))
+            served += fast.fast_calls
+            with pytest.raises(TransactionScopeError, match="already committed"):
+                tx.produce(member.topic, b"late", b"k0")
         # Python serves the first record of each key (its hash is not cached) and of each partition
-        assert fast.fast_calls >= 3 * len(keys) - len(keys) - 2
+        assert served >= 3 * len(keys) - len(keys) - 2
+        assert member.committed(member.topic).count(b"v") == 3 * len(keys)
     finally:
         member.producer.close()
 

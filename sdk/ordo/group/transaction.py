@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -72,6 +73,13 @@ class SourceTransaction:
         self._failed: list[KafkaError] = []
         self._acked = threading.Condition()
         self._withdrawn: str | None = None  # why the member took the partition away mid-unit
+        if exactly_once:
+            # While the unit is open, a plain keyed record goes from the caller to librdkafka in one
+            # C call (a Python frame here cost 0.55 µs per record, measured); every other call, and
+            # every call once the unit is over or withdrawn, runs produce() below.
+            fast = producer._fast_path(types.MethodType(SourceTransaction.produce, self))
+            if fast is not None:
+                self.__dict__["produce"] = fast
 
     def __enter__(self) -> SourceTransaction:
         return self
@@ -193,6 +201,11 @@ class SourceTransaction:
         every later call of this unit raises NotOwnedError; the member aborts the unit itself.
         Every removal of a partition with an open unit calls this: produce() relies on it."""
         self._withdrawn = reason
+        self._close_fast_path()
+
+    def _close_fast_path(self) -> None:
+        """From now on every produce() runs the method, which raises."""
+        self.__dict__.pop("produce", None)
 
     def _check_open(self) -> None:
         if self._withdrawn is not None:
@@ -208,6 +221,7 @@ class SourceTransaction:
 
     def _end(self, committed: bool = False) -> None:
         self._finished = True
+        self._close_fast_path()
         self._group._transaction_ended(self.partition, self, committed)
 
     def _failure(self, error: KafkaException) -> Exception:
@@ -215,6 +229,7 @@ class SourceTransaction:
         kafka_error: KafkaError = error.args[0]
         if is_fenced(kafka_error):
             self._finished = True
+            self._close_fast_path()
             self._group._drop(self.partition, str(kafka_error))
             self._group._transaction_ended(self.partition, self, False)
             return ProducerFencedError(
