@@ -8,7 +8,7 @@ first design) met different moments of the shared machine: the side that ran sec
 was up to 2x slower (the broker still busy with the first run's batches), and rounds of four
 runs still spread 0.73-1.15 at equal CPU per record. *Enqueue only*: the client's own cost per
 produce(), in alternating blocks of records so that both producers see the same moment of the
-machine."""
+machine, with 5,000 keys and with every key new (a key space larger than any cache)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ DELIVERED_BLOCK = 50_000  # records per block until delivered: a fraction of a s
 BLOCK = 5_000  # records per block of the enqueue comparison
 VALUE = b"x" * 100
 KEYS = [f"customer-{i % 5000}".encode() for i in range(RECORDS)]
+NEW_KEYS = [f"order-{i}".encode() for i in range(RECORDS)]  # every record's key new to the producer
 
 Produce = Callable[[str, bytes, bytes], None]
 Sample = tuple[float, float]  # (records/s, CPU µs/record)
@@ -55,11 +56,13 @@ def _delivered_round(
     return {name: per_record(took, RECORDS) for name, took in spent.items()}
 
 
-def _enqueue_rates(sides: dict[str, tuple[Produce, Callable[[], object]]]) -> dict[str, float]:
+def _enqueue_rates(
+    sides: dict[str, tuple[Produce, Callable[[], object]]], keys: list[bytes]
+) -> dict[str, float]:
     """Records per second each side's produce() takes, measured in alternating blocks."""
     spent = dict.fromkeys(sides, 0.0)
     for first in range(0, RECORDS, BLOCK):
-        block = KEYS[first : first + BLOCK]
+        block = keys[first : first + BLOCK]
         for name, (produce, _) in sides.items() if first // BLOCK % 2 else reversed(sides.items()):
             start = time.perf_counter()
             for key in block:
@@ -100,7 +103,10 @@ def run() -> list[Result]:
             for name, (rate, us) in measured.items():
                 delivered[name].append(rate)
                 cpu[name].append(us)
-        enqueue = _enqueue_rates(sides)
+        enqueue = _enqueue_rates(sides, KEYS)
+        # a key space larger than any cache of hashes (order ids, user ids): 10.7 µs a record
+        # against the raw client's 2.0 while ordo hashed uncached keys in Python
+        enqueue_new = _enqueue_rates(sides, NEW_KEYS)
         ordo.close()
         writer.close()
     rounds = zip(delivered["ordo"], delivered["raw"], cpu["ordo"], cpu["raw"], strict=True)
@@ -116,4 +122,11 @@ def run() -> list[Result]:
             (cpu["ordo"], cpu["raw"]),
         ),
         Result("OrderedProducer vs raw Producer, enqueue only", enqueue["ordo"], enqueue["raw"], "rec/s"),
+        Result(
+            "OrderedProducer vs raw Producer, enqueue only, every key new",
+            enqueue_new["ordo"],
+            enqueue_new["raw"],
+            "rec/s",
+            ">= 0.9",
+        ),
     ]

@@ -9,7 +9,6 @@ class FastProduce:
     def __init__(
         self,
         routes: dict[str, int],
-        hashes: dict[bytes, int],
         raw: Callable[..., None],
         slow: Callable[..., None],
     ) -> None: ...
@@ -17,3 +16,6 @@ class FastProduce:
     @property
     def fast_calls(self) -> int:
         """Records that took the C path."""
+
+def murmur2(data: bytes, /) -> int:
+    """The Java client's ``Utils.murmur2`` of ``data``: a signed 32-bit int."""

@@ -528,7 +528,7 @@ class OrderedProducer:
         ``slow``; None without the C module or with another partitioner than murmur2."""
         if _FastProduce is None or self._hashes is None:
             return None
-        return _FastProduce(self._routes, self._hashes, self._producer.produce, slow)
+        return _FastProduce(self._routes, self._producer.produce, slow)
 
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from ordo._fastproduce import FastProduce  # built by `pip install -e .` (setup.py); CI has a compiler
+from ordo.partitioners import murmur2_partition
 
 
 class Recorder:
@@ -22,23 +23,27 @@ class Recorder:
 
 def make(routes: dict[str, int] | None = None, raw: Recorder | None = None) -> tuple[Any, Recorder, Recorder]:
     raw, slow = raw or Recorder(), Recorder()
-    return FastProduce(routes if routes is not None else {"t": 4}, {b"k": 7}, raw, slow), raw, slow
+    return FastProduce(routes if routes is not None else {"t": 4}, raw, slow), raw, slow
 
 
-def test_an_open_route_and_a_cached_hash_go_straight_to_the_producer() -> None:
+def test_an_open_route_goes_straight_to_the_producer_at_the_keys_murmur2_partition() -> None:
     fast, raw, slow = make()
     fast("t", b"v", key=b"k")
     fast("t", b"v", b"k")
     fast("t", value=b"v", key=b"k")
-    assert raw.calls == [(("t", b"v", b"k", 3), {})] * 3 and not slow.calls  # 7 % 4
-    assert fast.fast_calls == 3
+    keys = [b"", b"a", b"ab", b"abc", b"abcd", b"customer-12345", bytes(range(256))]
+    for key in keys:  # every tail length of the hash, never seen before
+        fast("t", b"v", key)
+    expected = [("t", b"v", b"k", murmur2_partition(b"k", 4))] * 3
+    expected += [("t", b"v", key, murmur2_partition(key, 4)) for key in keys]
+    assert [args for args, _ in raw.calls] == expected and not slow.calls
+    assert fast.fast_calls == 3 + len(keys)
 
 
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [
         (("u", b"v"), {"key": b"k"}),  # no route: the topic is fenced, unstamped or unknown
-        (("t", b"v"), {"key": b"other"}),  # no cached hash yet
         (("t", b"v"), {"key": "k"}),  # a str key: Python encodes it
         (("t", b"v"), {}),  # no key: round-robin in Python
         (("t", b"v"), {"key": b"k", "partition": 1}),
