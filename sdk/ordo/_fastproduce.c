@@ -6,11 +6,11 @@
  * count, handed to librdkafka by the Producer's own produce(). murmur2 is hashed here (a few ns
  * for a short key): a cache of Python-computed hashes missed at every record of a key space
  * larger than the cache, and a miss cost 10 µs a record in the Python path (measured). The
- * module's murmur2() serves partitioners.murmur2, whose pure-Python twin tests hold it equal to. 
+ * module's murmur2() serves partitioners.murmur2, whose pure-Python twin tests hold it equal to.
  *
  * Why this is safe without ordo's gate lock: from reading the route to librdkafka holding the
- * record, this code runs no Python bytecode and never releases the GIL (dict lookups with exact
- * str and bytes keys, and confluent-kafka's produce, which releases it only in poll/flush), so a
+ * record, this code runs no Python bytecode and never releases the GIL (a dict lookup with an
+ * exact str key, the hash, and confluent-kafka's produce, which releases it only in poll/flush), so a
  * fence, which closes the route while holding the GIL, happens wholly before or wholly after
  * it. A free-threaded build has no such guarantee: there the module refuses to build.
  *
