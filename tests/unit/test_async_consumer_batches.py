@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ordo.async_consumer import AsyncConsumer
+from ordo.async_consumer import consumer as consumer_module
 from ordo.async_consumer.consumer import _Owned
 from ordo.async_consumer.handoff import Handoff
 from ordo.async_consumer.offsets import OffsetTracker
@@ -229,3 +230,21 @@ def test_one_quick_poll_alone_does_not_change_the_pace() -> None:
         consumer._handed_since = time.monotonic()
         consumer._pace(10)  # 10 records within a few microseconds: no rate yet
         assert consumer._wake_at == 750
+
+
+def test_a_full_buffer_holds_the_fetcher_before_it_pauses_every_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pause drops librdkafka's prefetched records and its resume waits out a long-poll: a full
+    buffer first holds the fetcher for PAUSE_AFTER, and pauses only if nothing drained it."""
+    # longer than the offline fetcher's loop (a 50 ms consume): pausing at once would show
+    monkeypatch.setattr(consumer_module, "PAUSE_AFTER", 0.5)
+    with _offline(max_buffered=100) as consumer:
+        consumer._hand_over(_records(0, 100))
+        full_at = time.monotonic()
+        assert _until(lambda: consumer._owned[(TOPIC, 0)].paused)
+        assert time.monotonic() - full_at >= 0.5
+        records = consumer.poll(0, 100).records  # drained: resumed below three quarters
+        consumer.done_many(records)
+        assert _until(lambda: not consumer._owned[(TOPIC, 0)].paused)
+        assert [m.offset() for m in records] == list(range(100))
