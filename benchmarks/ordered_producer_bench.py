@@ -29,6 +29,7 @@ RECORDS = 500_000
 ROUNDS = 6
 DELIVERED_BLOCK = 50_000  # records per block until delivered: a fraction of a second
 BLOCK = 5_000  # records per block of the enqueue comparison
+ENQUEUE_ROUNDS = 5
 VALUE = b"x" * 100
 KEYS = [f"customer-{i % 5000}".encode() for i in range(RECORDS)]
 NEW_KEYS = [f"order-{i}".encode() for i in range(RECORDS)]  # every record's key new to the producer
@@ -58,19 +59,25 @@ def _delivered_round(
 
 def _enqueue_rates(
     sides: dict[str, tuple[Produce, Callable[[], object]]], keys: list[bytes]
-) -> dict[str, float]:
-    """Records per second each side's produce() takes, measured in alternating blocks."""
-    spent = dict.fromkeys(sides, 0.0)
-    for first in range(0, RECORDS, BLOCK):
-        block = keys[first : first + BLOCK]
-        for name, (produce, _) in sides.items() if first // BLOCK % 2 else reversed(sides.items()):
-            start = time.perf_counter()
-            for key in block:
-                produce("bench", VALUE, key)
-            spent[name] += time.perf_counter() - start
-    for _, flush in sides.values():
-        flush()
-    return {name: RECORDS / seconds for name, seconds in spent.items()}
+) -> dict[str, list[float]]:
+    """Records per second each side's produce() takes, per round of ENQUEUE_ROUNDS, measured in
+    alternating blocks of BLOCK records (a round's blocks cover RECORDS // ENQUEUE_ROUNDS keys)."""
+    per_round = RECORDS // ENQUEUE_ROUNDS
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    for round_ in range(ENQUEUE_ROUNDS):
+        spent = dict.fromkeys(sides, 0.0)
+        for first in range(round_ * per_round, (round_ + 1) * per_round, BLOCK):
+            block = keys[first : first + BLOCK]
+            for name, (produce, _) in sides.items() if first // BLOCK % 2 else reversed(sides.items()):
+                start = time.perf_counter()
+                for key in block:
+                    produce("bench", VALUE, key)
+                spent[name] += time.perf_counter() - start
+        for _, flush in sides.values():  # each round starts on empty queues
+            flush()
+        for name, seconds in spent.items():
+            rates[name].append(per_round / seconds)
+    return rates
 
 
 def run() -> list[Result]:
@@ -121,8 +128,10 @@ def run() -> list[Result]:
             ">= 0.9",
             (cpu["ordo"], cpu["raw"]),
         ),
-        Result("OrderedProducer vs raw Producer, enqueue only", enqueue["ordo"], enqueue["raw"], "rec/s"),
-        Result(
+        Result.paired(
+            "OrderedProducer vs raw Producer, enqueue only", enqueue["ordo"], enqueue["raw"], "rec/s"
+        ),
+        Result.paired(
             "OrderedProducer vs raw Producer, enqueue only, every key new",
             enqueue_new["ordo"],
             enqueue_new["raw"],
