@@ -16,6 +16,8 @@ import kubernetes
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ordo_testbed.waiting import wait_for
+
 pytestmark = pytest.mark.testbed
 
 
@@ -58,7 +60,13 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
         assert lines["KAFKA_DIRECT_BOOTSTRAP"] != bootstrap and direct.list_topics(timeout=10).brokers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("up-check", 3)])["up-check"].result(10)
-        assert len(admin.list_topics(timeout=10).topics["up-check"].partitions) == 3
+
+        # CreateTopics answers once the controller has the topic; the broker's metadata may lag it
+        def partitions() -> int:
+            topic = admin.list_topics(timeout=10).topics.get("up-check")
+            return 0 if topic is None else len(topic.partitions)
+
+        assert wait_for(partitions, 30, "up-check in the metadata") == 3
         api = kubernetes.config.new_client_from_config(kubeconfig)  # type: ignore[no-untyped-call]
         custom = kubernetes.client.CustomObjectsApi(api)
         listed: Any = custom.list_namespaced_custom_object(
