@@ -5,7 +5,7 @@
   from the signal to the first record the new owner writes for them (its CreateTime);
 - GroupProducer exactly-once throughput vs the raw confluent-kafka transactional producer writing
   the same records with the same transaction size (10, 100 and 1,000 records), side by side in
-  rounds of interleaved blocks (``_round``).
+  rounds of interleaved transactions (``_round``).
 """
 
 from __future__ import annotations
@@ -42,11 +42,10 @@ UNITS_PER_S = 20  # the members' --rate
 ROUNDS = 3
 TRANSACTION_SIZES = (10, 100, 1_000)  # records per transaction
 ROUNDS_EOS = 5
-BLOCKS = 10  # blocks of each side per round
-# records per block (at least 2 transactions), by transaction size: each block a fraction of a
-# second (2,000 records of 1,000 a transaction took 20 ms: a round then hung on a few commits'
-# latencies, and its ratio spread 0.64-1.16)
-BLOCK_RECORDS = {10: 2_000, 100: 4_000, 1_000: 20_000}
+# transactions of each side per round, by transaction size: a few seconds a side
+TRANSACTIONS = {10: 1_000, 100: 500, 1_000: 300}
+# transactional ids per side, used in turn (the member's source partitions; as many raw producers)
+TRANSACTIONAL_IDS = 3
 VALUE = b"x" * 100
 Sample = tuple[float, float]  # (records/s, CPU µs/record)
 
@@ -243,19 +242,24 @@ def _throughput(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 4)])[topic].result(10)
     pods.start("bench", [sys.executable, "-c", "import time; time.sleep(3600)"], labels={"app": "eos"})
-    groups.create("eos", 1, {"app": "eos"}, sessionTimeoutSeconds=10)
+    groups.create("eos", TRANSACTIONAL_IDS, {"app": "eos"}, sessionTimeoutSeconds=10)
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 5}
     api = _api_client(kubeconfig)
     member = GroupProducer(config, namespace="default", pod="bench", group="eos", api_client=api)
-    raw = Producer({**config, "transactional.id": "bench-raw"})
-    raw.init_transactions(30)
+    # murmur2_random: the raw side puts each key on the partition ordo does, so a transaction of
+    # 10 records spans as many partitions (AddPartitionsToTxn entries, markers) on both sides
+    raw_config = {**config, "partitioner": "murmur2_random"}
+    raws = [Producer({**raw_config, "transactional.id": f"bench-raw-{i}"}) for i in range(TRANSACTIONAL_IDS)]
+    for raw in raws:
+        raw.init_transactions(30)
     try:
-        wait_for(lambda: member.owned() == [0], 60, "the bench member's assignment")
+        every = list(range(TRANSACTIONAL_IDS))
+        wait_for(lambda: member.owned() == every, 60, "the bench member's assignment")
         rates: dict[int, tuple[list[Sample], list[Sample]]] = {}
         for size in TRANSACTION_SIZES:
             rates[size] = ([], [])
             for round_ in range(ROUNDS_EOS):
-                ours, theirs = _round(member, raw, topic, size, round_ % 2 == 0)
+                ours, theirs = _round(member, raws, topic, size, round_ % 2 == 0)
                 rates[size][0].append(ours)
                 rates[size][1].append(theirs)
         return rates
@@ -264,41 +268,43 @@ def _throughput(
 
 
 def _round(
-    member: GroupProducer, raw: Producer, topic: str, size: int, ours_first: bool
+    member: GroupProducer, raws: list[Producer], topic: str, size: int, ours_first: bool
 ) -> tuple[Sample, Sample]:
-    """One round: BLOCKS blocks of each side in turn, each block a few transactions, the first side
-    of each pair alternating. A commit's latency is the broker's, and the broker shares the
-    machine: a side's run of several seconds met other moments of it than the other side's (per-
-    round ratios 0.4-1.3 in one run); blocks of a fraction of a second meet the same ones."""
-    transactions = max(2, BLOCK_RECORDS[size] // size)
+    """One round: TRANSACTIONS[size] transactions of each side, the two in turn (the first of each
+    pair alternating), each side's transactional ids in turn.
 
-    def ours(_: int) -> None:
-        for t in range(transactions):
-            _transaction_ours(member, topic, size, t)
+    A transactional id's next transaction comes five transactions after its last: by then the
+    coordinator has written the last one's commit markers. Back to back, it had not, often: the
+    next AddPartitionsToTxn got CONCURRENT_TRANSACTIONS and librdkafka retried it 20 ms later, in
+    15-40% of transactions on either side, a coin flip per transaction that decided a round's
+    ratio (0.84-1.15 at 1,000 records a transaction; commit times bimodal, 5-15 and 25-40 ms)."""
 
-    def theirs(_: int) -> None:
-        for t in range(transactions):
-            _transaction_raw(raw, topic, size, t)
+    def ours(t: int) -> None:
+        _transaction_ours(member, topic, size, t % TRANSACTIONAL_IDS, t)
 
-    spent = alternate(BLOCKS, {"ours": ours, "raw": theirs}, ours_first)
-    records = BLOCKS * transactions * size
+    def theirs(t: int) -> None:
+        _transaction_raw(raws[t % TRANSACTIONAL_IDS], topic, size, t % TRANSACTIONAL_IDS, t)
+
+    transactions = TRANSACTIONS[size]
+    spent = alternate(transactions, {"ours": ours, "raw": theirs}, ours_first)
+    records = transactions * size
     return per_record(spent["ours"], records), per_record(spent["raw"], records)
 
 
-def _transaction_ours(member: GroupProducer, topic: str, size: int, t: int) -> None:
-    with member.transaction(0) as tx:
+def _transaction_ours(member: GroupProducer, topic: str, size: int, source: int, t: int) -> None:
+    with member.transaction(source) as tx:
         for i in range(size):
             tx.produce(topic, VALUE, f"k{i}".encode())
         tx.commit(str(t))
 
 
-def _transaction_raw(raw: Producer, topic: str, size: int, t: int) -> None:
+def _transaction_raw(raw: Producer, topic: str, size: int, source: int, t: int) -> None:
     """The same records by hand: the data and a checkpoint record in one transaction."""
     raw.begin_transaction()
     for i in range(size):
         raw.produce(topic, VALUE, f"k{i}".encode())
     checkpoint = json.dumps({"checkpoint": str(t), "member": "raw", "generation": 1, "written_at_ms": 0})
-    raw.produce(DEFAULT_CHECKPOINT_TOPIC, checkpoint.encode(), b"bench/raw/0", 0)
+    raw.produce(DEFAULT_CHECKPOINT_TOPIC, checkpoint.encode(), f"bench/raw/{source}".encode(), 0)
     raw.commit_transaction(30)
 
 

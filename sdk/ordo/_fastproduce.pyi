@@ -8,7 +8,7 @@ class FastProduce:
 
     def __init__(
         self,
-        routes: dict[str, int],
+        routes: dict[str, int | tuple[int, frozenset[int]]],
         raw: Callable[..., None],
         slow: Callable[..., None],
     ) -> None: ...

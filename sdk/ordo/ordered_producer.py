@@ -126,8 +126,9 @@ class OrderedProducer:
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
         self._producer = Producer(logged(config))
-        # topic -> partition count, for the topics produce()'s C path may serve now (see _route)
-        self._routes: dict[str, int] = {}
+        # topic -> partition count, or (count, partitions still to stamp), for the topics
+        # produce()'s C path may serve now (see _route)
+        self._routes: dict[str, int | tuple[int, frozenset[int]]] = {}
         client_config = {
             k: v for k, v in config.items() if not k.startswith(("transactional.", "enable.idem"))
         }
@@ -233,10 +234,9 @@ class OrderedProducer:
                         timestamp=timestamp,
                         headers=sent_headers,
                     )
-                    if state.unstamped:  # used up only once sent: a failed record keeps it
+                    if chosen in state.unstamped:  # used up only once sent: a failed record keeps it
                         state.unstamped.discard(chosen)
-                        if not state.unstamped:
-                            self._route(topic, state)
+                        self._route(topic, state)
                     return
                 except KafkaException as error:
                     if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
@@ -533,11 +533,13 @@ class OrderedProducer:
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
 
-        Open only while a record needs nothing but hash % count: writable, every partition of
-        the epoch stamped, no declared transaction, murmur2. The C path runs without releasing
-        the GIL, so once this closes a route no record can take it with the old count."""
-        if state.writable and not state.unstamped and self._scope is None and self._hashes is not None:
-            self._routes[topic] = state.partitions
+        Open only while a record needs nothing but hash % count: writable, no declared
+        transaction, murmur2; the partitions still to stamp in this epoch go with the count, and
+        their records to Python. The C path runs without releasing the GIL, so once this closes a
+        route no record can take it with the old count."""
+        if state.writable and self._scope is None and self._hashes is not None:
+            pending = state.unstamped
+            self._routes[topic] = (state.partitions, frozenset(pending)) if pending else state.partitions
         else:
             self._routes.pop(topic, None)
 

@@ -168,6 +168,25 @@ def test_steady_records_take_the_c_path_and_a_fence_closes_it(setup: Setup) -> N
         assert written is not None and record.partition() == murmur2_partition(written, count), written
 
 
+def test_keys_that_never_reach_a_partition_still_take_the_c_path(setup: Setup) -> None:
+    """A producer whose keys cover only some partitions (few keys, many partitions): the records of
+    the partitions it stamped go to the C path although the others are never stamped."""
+    setup.writer.write(EpochHistory.initial(setup.topic, 3))
+    keys = [k for k in (f"k{i}".encode() for i in range(100)) if murmur2_partition(k, 3) != 2][:10]
+    with setup.producer(producer_id="few-keys") as producer:
+        fast: Any = producer.produce
+        for _ in range(10):
+            for key in keys:
+                producer.produce(setup.topic, b"v", key=key)
+        # Python serves each key's first record (its hash is not cached) and the stamped first
+        # record of partitions 0 and 1; the C path serves the rest
+        assert fast.fast_calls >= 10 * len(keys) - len(keys) - 2
+        assert producer.flush(10) == 0
+    written = _partitions_written(setup.kafka, setup.topic, 3)
+    assert written == {0: sum(murmur2_partition(k, 3) == 0 for k in keys) * 10,
+                       1: sum(murmur2_partition(k, 3) == 1 for k in keys) * 10, 2: 0}  # fmt: skip
+
+
 def test_the_first_record_per_partition_of_each_epoch_is_stamped(setup: Setup) -> None:
     history = EpochHistory.initial(setup.topic, 3)
     setup.writer.write(history)

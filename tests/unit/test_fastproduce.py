@@ -21,7 +21,10 @@ class Recorder:
             raise self.fail
 
 
-def make(routes: dict[str, int] | None = None, raw: Recorder | None = None) -> tuple[Any, Recorder, Recorder]:
+Routes = dict[str, int | tuple[int, frozenset[int]]]
+
+
+def make(routes: Routes | None = None, raw: Recorder | None = None) -> tuple[Any, Recorder, Recorder]:
     raw, slow = raw or Recorder(), Recorder()
     return FastProduce(routes if routes is not None else {"t": 4}, raw, slow), raw, slow
 
@@ -61,8 +64,23 @@ def test_everything_else_goes_to_the_python_path_unchanged(
     assert slow.calls == [(args, kwargs)] and not raw.calls and fast.fast_calls == 0
 
 
+def test_a_partition_still_to_stamp_goes_to_the_python_path_and_the_others_to_the_producer() -> None:
+    """A route of (count, unstamped): a key whose partition has not had its stamped first record
+    of the epoch goes to Python (which stamps it); every other key is served in C."""
+    keys = [f"k{i}".encode() for i in range(40)]
+    unstamped = frozenset({murmur2_partition(keys[0], 4)})
+    fast, raw, slow = make({"t": (4, unstamped)})
+    for key in keys:
+        fast("t", b"v", key)
+    stamped = [key for key in keys if murmur2_partition(key, 4) not in unstamped]
+    assert 0 < len(stamped) < len(keys)
+    assert [args for args, _ in raw.calls] == [("t", b"v", k, murmur2_partition(k, 4)) for k in stamped]
+    assert [args for args, _ in slow.calls] == [("t", b"v", k) for k in keys if k not in stamped]
+    assert fast.fast_calls == len(stamped)
+
+
 def test_a_closed_route_is_seen_at_once() -> None:
-    routes = {"t": 4}
+    routes: Routes = {"t": 4}
     fast, raw, slow = make(routes)
     fast("t", b"v", key=b"k")
     del routes["t"]  # what a fence does, holding the GIL

@@ -118,6 +118,7 @@ class GroupProducer:
                 "is it running against this Kafka?"
             )
         self._lock = threading.Condition()
+        self._awaiting_units = 0  # threads in _await_idle: the only ones a unit's end must wake
         self._slots: dict[int, _Slot] = {}
         self._generation = -1
         self._settings: GroupSettings | None = None
@@ -508,7 +509,10 @@ class GroupProducer:
                 slot.open = None
                 if committed:
                     self._idle.touch(time.monotonic())
-            self._lock.notify_all()
+            # not the idle watch: a later deadline needs no wake-up (it looks again when the old
+            # one passes), and waking it at every unit cost a thread switch per transaction
+            if self._awaiting_units:
+                self._lock.notify_all()
 
     def _drop(self, partition: int, reason: str) -> None:
         """A fenced producer: the partition is gone from this member at once."""
@@ -527,20 +531,28 @@ class GroupProducer:
         """Wait until no transaction is open on ``partitions`` (at most ``timeout``)."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while True:
-                busy = [p for p in partitions if (s := self._slots.get(p)) is not None and s.open is not None]
-                left = deadline - time.monotonic()
-                if not busy or left <= 0:
-                    if busy:
-                        _log.warning(
-                            "member %s: transactions of %s still open after %.0fs; releasing anyway "
-                            "(exactly-once: the next owner fences them)",
-                            self.pod,
-                            busy,
-                            timeout,
-                        )
-                    return
-                self._lock.wait(left)
+            self._awaiting_units += 1
+            try:
+                self._await_units(partitions, deadline, timeout)
+            finally:
+                self._awaiting_units -= 1
+
+    def _await_units(self, partitions: list[int], deadline: float, timeout: float) -> None:
+        """_await_idle's wait, with the lock held."""
+        while True:
+            busy = [p for p in partitions if (s := self._slots.get(p)) is not None and s.open is not None]
+            left = deadline - time.monotonic()
+            if not busy or left <= 0:
+                if busy:
+                    _log.warning(
+                        "member %s: transactions of %s still open after %.0fs; releasing anyway "
+                        "(exactly-once: the next owner fences them)",
+                        self.pod,
+                        busy,
+                        timeout,
+                    )
+                return
+            self._lock.wait(left)
 
 
 def _kubernetes_client() -> ApiClient:
