@@ -98,6 +98,22 @@ def fast_refill(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS, **config}
 
 
+TRANSACTION_RETRY_BACKOFF_MS = 20
+"""ordo's transactional producers' ``retry.backoff.ms`` unless the user sets a backoff. A
+transaction begun right after a commit meets the coordinator still writing the last one's markers:
+librdkafka retries the refused AddPartitionsToTxn after 20 ms but AddOffsetsToTxn after
+``retry.backoff.ms`` (100 ms, growing), which held a consume-transform-produce loop to a third of
+its rate (measured: 5-19k records/s, 15-29k at 20 ms). 20 ms is the Java client's backoff for it."""
+
+
+def quick_transaction_retries(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with ``retry.backoff.ms`` at ``TRANSACTION_RETRY_BACKOFF_MS`` when it is
+    transactional and sets neither ``retry.backoff.ms`` nor ``retry.backoff.max.ms``."""
+    if "transactional.id" not in config or {"retry.backoff.ms", "retry.backoff.max.ms"} & set(config):
+        return dict(config)
+    return {"retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS, **config}
+
+
 def consumer_side(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` without the producer-only properties, for a consumer built from any client's
     config."""

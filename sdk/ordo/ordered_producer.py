@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import metrics
-from ._clients import logged
+from ._clients import logged, quick_transaction_retries
 from .epochs import EpochHistory, EpochState, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
@@ -125,7 +125,7 @@ class OrderedProducer:
         self._partitioner = make_partitioner(partitioner)
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
-        self._producer = Producer(logged(config))
+        self._producer = Producer(logged(quick_transaction_retries(config)))
         # topic -> partition count, or (count, partitions still to stamp), for the topics
         # produce()'s C path may serve now (see _route)
         self._routes: dict[str, int | tuple[int, frozenset[int]]] = {}

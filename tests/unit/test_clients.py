@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from ordo._clients import PRODUCER_ONLY, assign_known, consumer_side
+from ordo._clients import PRODUCER_ONLY, assign_known, consumer_side, quick_transaction_retries
 from ordo._tail import reader_config
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter
@@ -78,6 +78,18 @@ def test_producer_only_properties_are_what_librdkafka_calls_producer_properties(
         assert any("is a producer property" in line for line in warned), (name, warned)
     # and with them removed, a consumer has nothing to warn about
     assert _confwarns(consumer_side({**UNREACHABLE, **PRODUCER_VALUES})) == []
+
+
+def test_a_transactional_producer_retries_refused_transaction_requests_after_20_ms() -> None:
+    """AddOffsetsToTxn refused while the last commit's markers are written is retried after
+    retry.backoff.ms: ordo's transactional producers start it at 20 ms, unless the user chose."""
+    plain = {"bootstrap.servers": "k:9092"}
+    transactional = {**plain, "transactional.id": "t"}
+    assert quick_transaction_retries(transactional) == {**transactional, "retry.backoff.ms": 20}
+    assert quick_transaction_retries(plain) == plain
+    for chosen in ({"retry.backoff.ms": 250}, {"retry.backoff.max.ms": 10}):
+        assert quick_transaction_retries({**transactional, **chosen}) == {**transactional, **chosen}
+    Producer(quick_transaction_retries(transactional))  # librdkafka takes it (max stays 1,000 ms)
 
 
 def test_an_epoch_log_reader_built_from_a_producer_config_warns_about_nothing(

@@ -269,7 +269,9 @@ def measure(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosRe
     transactions = processed = 0
     position: dict[int, int] = {}
     consumer.subscribe([source])
-    started = time.monotonic()
+    # from the first batch consumed: the group's join (a rebalance delay, seconds on a busy
+    # machine) is not the loop's time, and in runs of a few seconds it decided the rate
+    started: float | None = None
     try:
         producer.init_transactions(30)
         while any(position.get(p, -1) < end for p, end in ends.items() if end > 0):
@@ -278,6 +280,8 @@ def measure(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosRe
             ]
             if not batch:
                 continue
+            if started is None:
+                started = time.monotonic()
             for m in batch:
                 position[m.partition() or 0] = (m.offset() or 0) + 1
             offsets = [TopicPartition(source, p, o) for p, o in position.items()]
@@ -310,7 +314,7 @@ def measure(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosRe
                 ahead = processed / args.throughput - (time.monotonic() - started)
                 if ahead > 0:
                     time.sleep(ahead)
-        seconds = time.monotonic() - started
+        seconds = time.monotonic() - started if started is not None else 0.0
     except KafkaException as error:
         raise CliError(f"the exactly-once loop failed: {error}") from None
     finally:
