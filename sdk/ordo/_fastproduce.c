@@ -6,10 +6,11 @@
  * toPositive(murmur2(key)) % partition count, handed to librdkafka by the Producer's own
  * produce(). A route is the partition count, or (count, frozenset of the partitions still to
  * stamp) while some are: a producer whose keys never reach a partition keeps its route open for
- * the others (it had served every record in Python, 2.5 µs more each, measured). murmur2 is hashed here (a few ns
- * for a short key): a cache of Python-computed hashes missed at every record of a key space
- * larger than the cache, and a miss cost 10 µs a record in the Python path (measured). The
- * module's murmur2() serves partitioners.murmur2, whose pure-Python twin tests hold it equal to.
+ * the others (it had served every record in Python, 2.5 µs more each, measured). murmur2 is
+ * hashed here (a few ns for a short key): a cache of Python-computed hashes missed at every
+ * record of a key space larger than the cache, and a miss cost 10 µs a record in the Python path
+ * (measured). The module's murmur2() serves partitioners.murmur2, whose pure-Python twin tests
+ * hold it equal to.
  *
  * Why this is safe without ordo's gate lock: from reading the route to librdkafka holding the
  * record, this code runs no Python bytecode and never releases the GIL (a dict lookup with an
