@@ -30,13 +30,14 @@ def transform(bootstrap: str, source: str, target: str, group: str, records: int
         **options,  # type: ignore[arg-type]
     )
     producer.init_transactions()
-    targets = list(range(producer.partitions_for(target)))
     done = 0
     while done < records:
         batch = [m for m in consumer.consume(500, 1.0) if m.error() is None]
         if not batch:
             continue
-        with producer.transaction(partitions={target: targets}, group_id=group) as tx:
+        # where these keys go now: after an expansion of the target too
+        declared = producer.partitions_of(target, [message.key() for message in batch])
+        with producer.transaction(partitions={target: declared}, group_id=group) as tx:
             for message in batch:
                 tx.produce(target, value=(message.value() or b"").upper(), key=message.key())
             positions = consumer.position(consumer.assignment())

@@ -1,16 +1,19 @@
 /* OrderedProducer.produce for its common case, in one C call.
  *
- * The common case: a str topic whose route is open (writable, no fence, no declared transaction,
- * murmur2), a bytes key whose partition has had its first record of the epoch (that one carries
- * the epoch stamp), and no partition, callback, timestamp or headers. The record then goes to
- * toPositive(murmur2(key)) % partition count, handed to librdkafka by the Producer's own
- * produce(). A route is the partition count, or (count, frozenset of the partitions still to
- * stamp) while some are: a producer whose keys never reach a partition keeps its route open for
- * the others (it had served every record in Python, 2.5 µs more each, measured). murmur2 is
- * hashed here (a few ns for a short key): a cache of Python-computed hashes missed at every
- * record of a key space larger than the cache, and a miss cost 10 µs a record in the Python path
- * (measured). The module's murmur2() serves partitioners.murmur2, whose pure-Python twin tests
- * hold it equal to.
+ * The common case: a str topic whose route is open (writable, murmur2, declared by the open
+ * transaction if one is), a bytes key whose partition needs nothing of Python, and no partition,
+ * callback, timestamp or headers. The record then goes to toPositive(murmur2(key)) % partition
+ * count, handed to librdkafka by the Producer's own produce(). A route is the partition count, or
+ * (count, frozenset of the partitions whose records need Python): those still to stamp in this
+ * epoch (the first record carries the epoch stamp), and those a declared transaction left out
+ * (Python raises for them). So a producer whose keys never reach a partition keeps its route for
+ * the others (it had served every record in Python, 2.5 µs more each, measured), and so does a
+ * declared transaction (KIP-609; it had taken Python for every record).
+ *
+ * murmur2 is hashed here (a few ns for a short key): a cache of Python-computed hashes missed at
+ * every record of a key space larger than the cache, and a miss cost 10 µs a record in the Python
+ * path (measured). The module's murmur2() serves partitioners.murmur2, whose pure-Python twin
+ * tests hold it equal to.
  *
  * Why this is safe without ordo's gate lock: from reading the route to librdkafka holding the
  * record, this code runs no Python bytecode and never releases the GIL (a dict lookup with an
@@ -32,7 +35,7 @@
 
 typedef struct {
     PyObject_HEAD
-    PyObject *routes; /* dict: topic -> count or (count, unstamped), only for topics open to this path */
+    PyObject *routes; /* dict: topic -> count or (count, to Python), only for topics open to this path */
     PyObject *raw;    /* confluent_kafka.Producer.produce, bound */
     PyObject *slow;   /* the Python path, with produce()'s full signature */
     vectorcallfunc vectorcall;
@@ -107,9 +110,9 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
     if (split_args(args, nargs, kwnames, &topic, &value, &key) && PyUnicode_CheckExact(topic) &&
         PyBytes_CheckExact(key)) {
         PyObject *count = PyDict_GetItemWithError(self->routes, topic);
-        PyObject *unstamped = NULL; /* partitions whose next record carries the stamp (Python's) */
+        PyObject *python = NULL; /* partitions whose records need Python (a stamp, a declaration) */
         if (count != NULL && PyTuple_CheckExact(count) && PyTuple_GET_SIZE(count) == 2) {
-            unstamped = PyTuple_GET_ITEM(count, 1);
+            python = PyTuple_GET_ITEM(count, 1);
             count = PyTuple_GET_ITEM(count, 0);
         }
         if (count != NULL) {
@@ -119,9 +122,9 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
                          0x7fffffff; /* toPositive */
                 PyObject *partition = PyLong_FromLong(h % n);
                 if (partition != NULL) {
-                    int stamped = unstamped == NULL ? 1 : PySet_Contains(unstamped, partition) == 0;
+                    int here = python == NULL ? 1 : PySet_Contains(python, partition) == 0;
                     PyObject *done = NULL;
-                    if (stamped) {
+                    if (here) {
                         PyObject *call[4] = {topic, value, key, partition};
                         done = PyObject_Vectorcall(self->raw, call, 4, NULL);
                     }
@@ -217,8 +220,83 @@ murmur2_py(PyObject *module, PyObject *arg)
     return PyLong_FromLong(murmur2((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)));
 }
 
+/* partitioners.murmur2_partitions: a declared transaction's partitions (KIP-609) from its keys, a
+ * mark per partition instead of a Python int and a set insertion per key. */
+static PyObject *
+murmur2_partitions_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "murmur2_partitions(keys, partitions) takes 2 arguments");
+        return NULL;
+    }
+    long n = PyLong_AsLong(args[1]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 1) {
+        PyErr_Format(PyExc_ValueError, "partition count must be at least 1, got %ld", n);
+        return NULL;
+    }
+    PyObject *keys = PySequence_Fast(args[0], "keys must be a sequence of bytes, str or None");
+    if (keys == NULL)
+        return NULL;
+    unsigned char *marked = PyMem_Calloc((size_t)n, 1);
+    if (marked == NULL) {
+        Py_DECREF(keys);
+        return PyErr_NoMemory();
+    }
+    int everything = 0; /* a keyless record may go to any partition */
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(keys);
+    PyObject **items = PySequence_Fast_ITEMS(keys);
+    for (Py_ssize_t i = 0; i < count && !everything; i++) {
+        const char *data;
+        Py_ssize_t length;
+        if (items[i] == Py_None) {
+            everything = 1;
+            continue;
+        }
+        if (PyBytes_Check(items[i])) {
+            data = PyBytes_AS_STRING(items[i]);
+            length = PyBytes_GET_SIZE(items[i]);
+        } else if (PyUnicode_Check(items[i])) {
+            data = PyUnicode_AsUTF8AndSize(items[i], &length);
+            if (data == NULL)
+                goto fail;
+        } else {
+            PyErr_Format(PyExc_TypeError, "keys must be bytes, str or None, got %.200s",
+                         Py_TYPE(items[i])->tp_name);
+            goto fail;
+        }
+        marked[(murmur2((const unsigned char *)data, length) & 0x7fffffff) % n] = 1;
+    }
+    PyObject *chosen = PySet_New(NULL);
+    if (chosen == NULL)
+        goto fail;
+    for (long p = 0; p < n; p++) {
+        if (everything || marked[p]) {
+            PyObject *number = PyLong_FromLong(p);
+            if (number == NULL || PySet_Add(chosen, number) < 0) {
+                Py_XDECREF(number);
+                Py_DECREF(chosen);
+                goto fail;
+            }
+            Py_DECREF(number);
+        }
+    }
+    PyMem_Free(marked);
+    Py_DECREF(keys);
+    PyObject *frozen = PyFrozenSet_New(chosen);
+    Py_DECREF(chosen);
+    return frozen;
+fail:
+    PyMem_Free(marked);
+    Py_DECREF(keys);
+    return NULL;
+}
+
 static PyMethodDef functions[] = {
     {"murmur2", murmur2_py, METH_O, "The Java client's Utils.murmur2 of bytes: a signed 32-bit int."},
+    {"murmur2_partitions", (PyCFunction)(void (*)(void))murmur2_partitions_py, METH_FASTCALL,
+     "The partitions murmur2 puts records with these keys in (every one for a None key)."},
     {NULL},
 };
 

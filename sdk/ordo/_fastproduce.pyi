@@ -1,6 +1,6 @@
 """Types of the C extension built from _fastproduce.c (optional: absent without a compiler)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 class FastProduce:
@@ -19,3 +19,6 @@ class FastProduce:
 
 def murmur2(data: bytes, /) -> int:
     """The Java client's ``Utils.murmur2`` of ``data``: a signed 32-bit int."""
+
+def murmur2_partitions(keys: Sequence[bytes | str | None], partitions: int, /) -> frozenset[int]:
+    """The partitions murmur2 puts records with ``keys`` in, of ``partitions`` (every one for a None key)."""

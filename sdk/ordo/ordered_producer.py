@@ -32,7 +32,14 @@ from .errors import (
     UndeclaredGroupError,
     UndeclaredPartitionError,
 )
-from .partitioners import PARTITIONERS, Murmur2Partitioner, RoundRobinPartitioner, make_partitioner
+from .partitioners import (
+    PARTITIONERS,
+    ExplicitPartitioner,
+    Murmur2Partitioner,
+    RoundRobinPartitioner,
+    make_partitioner,
+    murmur2_partitions,
+)
 from .transactions import Declaration, Transaction, group_id_of
 
 __all__ = ["OrderedProducer"]
@@ -126,8 +133,8 @@ class OrderedProducer:
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
         self._producer = Producer(logged(quick_transaction_retries(config)))
-        # topic -> partition count, or (count, partitions still to stamp), for the topics
-        # produce()'s C path may serve now (see _route)
+        # topic -> partition count, or (count, partitions whose records need Python), for the
+        # topics produce()'s C path may serve now (see _route)
         self._routes: dict[str, int | tuple[int, frozenset[int]]] = {}
         client_config = {
             k: v for k, v in config.items() if not k.startswith(("transactional.", "enable.idem"))
@@ -304,6 +311,22 @@ class OrderedProducer:
         """The partition count this producer uses for ``topic`` now."""
         return self._wait_writable(topic).partitions
 
+    def partitions_of(self, topic: str, keys: Iterable[bytes | str | None]) -> frozenset[int]:
+        """The partitions of ``topic`` that records with these ``keys`` go to now: what a
+        pre-registered transaction declares (``transaction(partitions={topic: ...})``). Every
+        partition when a key is None or the partitioner ignores keys (round_robin). Computed with
+        this producer's partition count, which an expansion may raise before the transaction
+        begins: a record then hashed outside the declaration raises at once, nothing sent."""
+        count = self.partitions_for(topic)
+        if self._hashes is None:
+            if isinstance(self._partitioner, ExplicitPartitioner):
+                raise ConfigError(
+                    "the explicit partitioner takes each record's partition from the application: "
+                    "declare those partitions"
+                )
+            return frozenset(range(count))
+        return murmur2_partitions(keys if isinstance(keys, list | tuple) else list(keys), count)
+
     def poll(self, timeout: float = 0) -> int:
         return int(self._producer.poll(timeout))
 
@@ -385,13 +408,15 @@ class OrderedProducer:
     def _set_scope(self, tx: Transaction | None) -> None:
         with self._gate:
             self._scope = tx
-            self._refresh_writable()  # a declared transaction's records are checked in Python
+            self._refresh_writable()  # a declared transaction's routes leave out what it did not declare
 
     def _scope_violated(self, tx: Transaction, why: str, error: type[TransactionScopeError]) -> None:
         """Abort at once (nothing of the offending write was sent), then raise ``error``."""
         if tx.aborted is not None:
             raise TransactionScopeError(f"the transaction was aborted ({tx.aborted}); begin a new one")
-        tx.aborted = why
+        with self._gate:
+            tx.aborted = why
+            self._refresh_writable()  # closes the C path's routes: every later record must raise
         self._producer.abort_transaction(30.0)
         code = "UNKNOWN_TOPIC_OR_PARTITION" if error is UndeclaredPartitionError else "INVALID_GROUP_ID"
         raise error(f"{code}: {why}; nothing of it was sent and the transaction is aborted")
@@ -533,15 +558,24 @@ class OrderedProducer:
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
 
-        Open only while a record needs nothing but hash % count: writable, no declared
-        transaction, murmur2; the partitions still to stamp in this epoch go with the count, and
-        their records to Python. The C path runs without releasing the GIL, so once this closes a
-        route no record can take it with the old count."""
-        if state.writable and self._scope is None and self._hashes is not None:
-            pending = state.unstamped
-            self._routes[topic] = (state.partitions, frozenset(pending)) if pending else state.partitions
-        else:
+        Open only while a record may need nothing but hash % count: writable, murmur2, and in a
+        declared transaction only for a declared topic not yet aborted. The partitions whose
+        records need Python go with the count: those still to stamp in this epoch, and those a
+        declared transaction leaves out (Python raises for them). The C path runs without
+        releasing the GIL, so once this closes a route no record can take it with the old count."""
+        scope = self._scope
+        declared = scope.declaration.partitions.get(topic) if scope is not None else None
+        if (
+            not state.writable
+            or self._hashes is None
+            or (scope is not None and (declared is None or scope.aborted))
+        ):
             self._routes.pop(topic, None)
+            return
+        python = set(state.unstamped)
+        if declared is not None:
+            python.update(p for p in range(state.partitions) if p not in declared)
+        self._routes[topic] = (state.partitions, frozenset(python)) if python else state.partitions
 
     # -- registry ----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Final, Literal, Protocol
+from typing import Final, Literal, Protocol, cast
 
 __all__ = [
     "PARTITIONERS",
@@ -24,6 +24,8 @@ __all__ = [
     "make_partitioner",
     "murmur2",
     "murmur2_partition",
+    "murmur2_partitions",
+    "murmur2_partitions_python",
     "murmur2_python",
     "to_positive",
     "usable_partitions",
@@ -80,6 +82,30 @@ def to_positive(h: int) -> int:
 def murmur2_partition(key: bytes, partitions: int) -> int:
     """The partition the Java default partitioner gives a non-null ``key``."""
     return to_positive(murmur2(key)) % partitions
+
+
+def murmur2_partitions_python(keys: Sequence[bytes | str | None], partitions: int) -> frozenset[int]:
+    """The partitions the Java default partitioner puts records with ``keys`` in: every one when a
+    key is None (a keyless record may go to any). The twin of the C ``murmur2_partitions``
+    (ordo/_fastproduce.c), which serves as ``murmur2_partitions`` when it was built."""
+    _check_count(partitions)
+    if None in keys:
+        return frozenset(range(partitions))
+    chosen = set()
+    for key in cast("Sequence[object]", keys):
+        if not isinstance(key, bytes | str):
+            raise TypeError(f"keys must be bytes, str or None, got {type(key).__name__}")
+        chosen.add(to_positive(murmur2(key.encode() if isinstance(key, str) else key)) % partitions)
+    return frozenset(chosen)
+
+
+murmur2_partitions: Callable[[Sequence[bytes | str | None], int], frozenset[int]]
+"""What a pre-registered transaction declares for these keys (OrderedProducer.partitions_of); in
+C when built: a mark per partition, not a Python int and a set insertion per key."""
+try:
+    from ._fastproduce import murmur2_partitions
+except ImportError:  # as murmur2 above
+    murmur2_partitions = murmur2_partitions_python
 
 
 class Partitioner(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -112,15 +113,59 @@ def test_a_caught_violation_still_never_commits(
     out = kafka.create_topic(3)
     producer = make()
     key = next(k for k in (f"k{i}".encode() for i in range(100)) if murmur2_partition(k, 3) == 2)
+    inside = next(k for k in (f"k{i}".encode() for i in range(100)) if murmur2_partition(k, 3) == 0)
     tx = producer.transaction(partitions={out: [0, 1]})
     with tx:
+        tx.produce(out, b"inside", key=inside)  # opens partition 0 to the C path
         with pytest.raises(UndeclaredPartitionError, match="partition 2"):
             tx.produce(out, b"hashed outside", key=key)  # murmur2 put this key in partition 2
         with pytest.raises(TransactionScopeError, match="aborted"):
             tx.produce(out, b"after", partition=0)
+        with pytest.raises(TransactionScopeError, match="aborted"):  # the C path is closed too
+            tx.produce(out, b"after", key=inside)
         with pytest.raises(TransactionScopeError, match="cannot commit"):
             tx.commit()
     assert _ends(kafka, out, 3) == [0, 0, 0]
+
+
+def test_a_declared_transactions_records_take_the_c_path_and_undeclared_ones_still_raise(
+    kafka: KafkaHandle, make: Callable[..., OrderedProducer]
+) -> None:
+    out = kafka.create_topic(3)
+    producer = make()
+    fast: Any = producer.produce
+    assert hasattr(fast, "fast_calls"), "ordo._fastproduce is not built: `pip install -e .` compiles it"
+    keys = [k for k in (f"k{i}".encode() for i in range(100)) if murmur2_partition(k, 3) != 2][:10]
+    outside = next(k for k in (f"k{i}".encode() for i in range(100)) if murmur2_partition(k, 3) == 2)
+    assert producer.partitions_of(out, keys) == {0, 1}
+    with producer.transaction(partitions={out: producer.partitions_of(out, keys)}) as tx:
+        for _ in range(10):
+            for key in keys:
+                tx.produce(out, b"v", key=key)
+    # Python serves the stamped first record of partitions 0 and 1 in this epoch; C the rest
+    assert fast.fast_calls == 10 * len(keys) - 2
+    assert len(_visible(kafka, out, 3)) == 10 * len(keys)
+    with (
+        pytest.raises(UndeclaredPartitionError, match="partition 2"),
+        producer.transaction(partitions={out: [0, 1]}) as tx,
+    ):
+        tx.produce(out, b"outside", key=outside)
+    assert fast.fast_calls == 10 * len(keys) - 2 and _ends(kafka, out, 3)[2] == 0
+
+
+def test_partitions_of_declares_what_the_partitioner_will_choose(
+    kafka: KafkaHandle, make: Callable[..., OrderedProducer]
+) -> None:
+    out = kafka.create_topic(4)
+    hashed, rotating, explicit = make(), make("round_robin"), make("explicit")
+    keys = [f"k{i}" for i in range(3)]  # str keys are placed as their UTF-8 bytes
+    assert hashed.partitions_of(out, keys) == {murmur2_partition(k.encode(), 4) for k in keys}
+    assert hashed.partitions_of(out, iter([b"a", None])) == {0, 1, 2, 3}  # a keyless record: anywhere
+    assert rotating.partitions_of(out, [b"a"]) == {0, 1, 2, 3}  # round_robin ignores keys
+    with pytest.raises(ConfigError, match="explicit partitioner takes each record's partition"):
+        explicit.partitions_of(out, [b"a"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        hashed.partitions_of(kafka.topic("missing"), [b"a"])
 
 
 def test_offsets_of_another_group_raise_invalid_group_id_and_abort(

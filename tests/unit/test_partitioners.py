@@ -1,4 +1,5 @@
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,6 +12,8 @@ from ordo.partitioners import (
     make_partitioner,
     murmur2,
     murmur2_partition,
+    murmur2_partitions,
+    murmur2_partitions_python,
     murmur2_python,
     to_positive,
 )
@@ -41,6 +44,33 @@ def test_murmur2_is_the_c_hash_when_built() -> None:
 @given(st.binary(max_size=80))
 def test_the_c_murmur2_equals_its_python_twin(key: bytes) -> None:
     assert murmur2(key) == murmur2_python(key)
+
+
+def test_murmur2_partitions_is_the_c_function_when_built() -> None:
+    assert type(murmur2_partitions).__name__ == "builtin_function_or_method"
+
+
+_KEYS = st.lists(st.one_of(st.binary(max_size=40), st.text(max_size=20), st.none()), max_size=60)
+
+
+@given(_KEYS, st.integers(1, 300))
+def test_the_c_murmur2_partitions_equals_its_python_twin(keys: list[bytes | str | None], n: int) -> None:
+    expected = murmur2_partitions_python(keys, n)
+    assert murmur2_partitions(keys, n) == expected
+    assert murmur2_partitions(tuple(keys), n) == expected
+    present = [k.encode() if isinstance(k, str) else k for k in keys if k is not None]
+    if len(present) == len(keys):  # each key's own partition, str keys as their UTF-8 bytes
+        assert expected == {murmur2_partition(k, n) for k in present}
+    else:  # a keyless record may go to any partition
+        assert expected == frozenset(range(n))
+
+
+@pytest.mark.parametrize("partitions_of", [murmur2_partitions, murmur2_partitions_python])
+def test_murmur2_partitions_rejects_what_it_cannot_place(partitions_of: Any) -> None:
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        partitions_of([b"k"], 0)
+    with pytest.raises(TypeError, match="keys must be bytes, str or None, got int"):
+        partitions_of([b"k", 7], 3)
 
 
 def test_to_positive_clears_sign_bit_not_abs() -> None:

@@ -29,7 +29,17 @@ from typing import Any
 from . import CliError
 from .eos_config import EosConfigError, EosConfigs, eos_configs, parse_pairs, parse_properties
 
-__all__ = ["EosResult", "add_kind", "client_configs", "measure", "percentile", "register", "run", "tally"]
+__all__ = [
+    "EosResult",
+    "add_kind",
+    "check_output",
+    "client_configs",
+    "measure",
+    "percentile",
+    "register",
+    "run",
+    "tally",
+]
 
 
 def register(commands: Any) -> None:
@@ -221,107 +231,29 @@ def client_configs(args: argparse.Namespace, bootstrap: str | None, run_id: str)
 
 
 def measure(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosResult:
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Runs the loop (``ordo.cli.eos_loop``) to the end, then reads the output back to check it."""
+    from confluent_kafka import KafkaException
 
-    from .._clients import BrokerErrors, cluster_metadata, drain, logged
-    from ..epochs.log import ensure_log_topics
-    from ..ordered_producer import OrderedProducer
-    from ..partitioners import murmur2_partition
+    from .eos_loop import EosLoop
 
-    source = args.input_topic or f"ordo-eos-in-{run_id}"
-    sink = args.output_topic or f"ordo-eos-out-{run_id}"
-    errors = BrokerErrors()
-    admin = AdminClient(logged({**configs.plain_producer, "error_cb": errors}))
     try:
-        cluster_metadata(admin, errors, configs.bootstrap, 10)  # says at once when Kafka is not there
-        ensure_log_topics(admin)
-        existing = admin.list_topics(timeout=10).topics
-        missing = [NewTopic(t, args.partitions) for t in (source, sink) if t not in existing]
-        for future in admin.create_topics(missing).values() if missing else ():
-            future.result(15)
-    finally:
-        drain(admin)  # its log lines: an admin client is not polled otherwise
-
-    # the input: "<run>:<number>:" padded to --record-size, keyed by the number
-    filler = Producer(logged({"linger.ms": 20, **configs.plain_producer}))
-    for i in range(args.records):
-        value = f"{run_id}:{i}:".encode().ljust(args.record_size, b"x")
-        while True:
-            try:
-                filler.produce(source, value, str(i).encode())
-                break
-            except BufferError:
-                filler.poll(0.05)
-    if filler.flush(60):
-        raise CliError(f"could not write the input records to {source!r}")
-
-    consumer = Consumer(logged({"auto.offset.reset": "earliest", **configs.consumer}))
-    partitions = len(admin.list_topics(source, timeout=10).topics[source].partitions)
-    drain(admin)
-    ends = {
-        p: consumer.get_watermark_offsets(TopicPartition(source, p), timeout=10)[1] for p in range(partitions)
-    }
-    producer = OrderedProducer({"linger.ms": 5, **configs.producer})
-    out_count = producer.partitions_for(sink)
-    every_partition = set(range(out_count))
-    latencies: list[float] = []
-    transactions = processed = 0
-    position: dict[int, int] = {}
-    consumer.subscribe([source])
-    # from the first batch consumed: the group's join (a rebalance delay, seconds on a busy
-    # machine) is not the loop's time, and in runs of a few seconds it decided the rate
-    started: float | None = None
-    try:
-        producer.init_transactions(30)
-        while any(position.get(p, -1) < end for p, end in ends.items() if end > 0):
-            batch = [
-                m for m in consumer.consume(args.transaction_size, args.poll_timeout / 1000) if not m.error()
-            ]
-            if not batch:
-                continue
-            if started is None:
-                started = time.monotonic()
-            for m in batch:
-                position[m.partition() or 0] = (m.offset() or 0) + 1
-            offsets = [TopicPartition(source, p, o) for p, o in position.items()]
-            metadata = consumer.consumer_group_metadata()
-            if args.pre_registration:
-                keys = [m.key() for m in batch]
-                # a keyless record may go to any partition: then every one is declared
-                declared = (
-                    every_partition
-                    if None in keys
-                    else {murmur2_partition(key, out_count) for key in keys if key is not None}
-                )
-                with producer.transaction(partitions={sink: declared}, group_id=args.consumer_group_id) as tx:
-                    for m in batch:
-                        tx.produce(sink, m.value(), m.key())
-                    tx.send_offsets(offsets, metadata)
-                    begun = time.monotonic()
-                    tx.commit()
-            else:
-                producer.begin_transaction()
-                for m in batch:
-                    producer.produce(sink, m.value(), m.key())
-                producer.send_offsets_to_transaction(offsets, metadata)
-                begun = time.monotonic()
-                producer.commit_transaction(30)
-            latencies.append(time.monotonic() - begun)
-            transactions += 1
-            processed += len(batch)
-            if args.throughput > 0:  # the cap: wait until the records so far are due
-                ahead = processed / args.throughput - (time.monotonic() - started)
-                if ahead > 0:
-                    time.sleep(ahead)
-        seconds = time.monotonic() - started if started is not None else 0.0
+        with EosLoop(args, configs, run_id) as loop:
+            while not loop.done:
+                # the cap: wait until the records so far are due
+                if loop.step() and args.throughput > 0 and loop.first_batch_at is not None:
+                    ahead = loop.records / args.throughput - (time.monotonic() - loop.first_batch_at)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            seconds = time.monotonic() - loop.first_batch_at if loop.first_batch_at is not None else 0.0
     except KafkaException as error:
         raise CliError(f"the exactly-once loop failed: {error}") from None
-    finally:
-        consumer.close()
-        producer.close()
-    duplicates, lost = tally(run_id, args.records, _read_committed(configs.consumer, sink))
-    return EosResult(processed, seconds, transactions, latencies, duplicates, lost)
+    duplicates, lost = check_output(configs, loop.sink, run_id, args.records)
+    return EosResult(loop.records, seconds, loop.transactions, loop.commit_latencies, duplicates, lost)
+
+
+def check_output(configs: EosConfigs, topic: str, run_id: str, records: int) -> tuple[int, int]:
+    """(duplicates, missing) of run ``run_id``'s ``records`` records in ``topic``'s committed output."""
+    return tally(run_id, records, _read_committed(configs.consumer, topic))
 
 
 def _read_committed(consumer_config: dict[str, str], topic: str) -> list[bytes]:

@@ -1,0 +1,152 @@
+"""``ordo bench eos``'s consume-transform-produce loop, one transaction per ``step``.
+
+A step is the unit both drivers need: the command runs its loop's steps back to back, and the
+benchmark of pre-registration interleaves two loops' steps, transaction by transaction, so that
+both meet the same moments of the broker (whole runs one after the other did not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from types import TracebackType
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .._clients import BrokerErrors, cluster_metadata, drain, logged
+from ..epochs.log import ensure_log_topics
+from ..ordered_producer import OrderedProducer
+from . import CliError
+from .eos_config import EosConfigs
+
+__all__ = ["EosLoop"]
+
+
+class EosLoop:
+    """Fills ``args.input_topic`` (made when missing, as is the output topic) with ``args.records``
+    records ``<run_id>:<number>:`` padded to ``args.record_size``, then, per ``step``, consumes up
+    to ``args.transaction_size`` of them and writes one output record each, committing the
+    consumer's offsets in the same transaction (declared up front with ``args.pre_registration``).
+    Use it as a context manager: leaving closes the clients."""
+
+    def __init__(self, args: argparse.Namespace, configs: EosConfigs, run_id: str) -> None:
+        self._args = args
+        self.source: str = args.input_topic or f"ordo-eos-in-{run_id}"
+        self.sink: str = args.output_topic or f"ordo-eos-out-{run_id}"
+        self._make_topics(configs)
+        self._fill(configs, run_id)
+        self._consumer = Consumer(logged({"auto.offset.reset": "earliest", **configs.consumer}))
+        # after the fill: right after its creation a topic's metadata may not list its partitions yet
+        partitions = len(self._consumer.list_topics(self.source, timeout=10).topics[self.source].partitions)
+        self._ends = {
+            p: self._consumer.get_watermark_offsets(TopicPartition(self.source, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+        self._position: dict[int, int] = {}
+        self.commit_latencies: list[float] = []  # seconds, from the offsets sent to the commit's end
+        self.transactions = self.records = 0
+        # when the first batch came: the group's join before it (seconds on a busy machine) is
+        # not the loop's time
+        self.first_batch_at: float | None = None
+        try:
+            self._producer = OrderedProducer({"linger.ms": 5, **configs.producer})
+        except BaseException:
+            self._consumer.close()
+            raise
+        try:
+            self._consumer.subscribe([self.source])
+            self._producer.init_transactions(30)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> EosLoop:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def done(self) -> bool:
+        """Every input record processed."""
+        return all(self._position.get(p, -1) >= end for p, end in self._ends.items() if end > 0)
+
+    def step(self) -> int:
+        """One transaction of the next batch: the records it processed, 0 while none came."""
+        args = self._args
+        batch = [
+            m
+            for m in self._consumer.consume(args.transaction_size, args.poll_timeout / 1000)
+            if not m.error()
+        ]
+        if not batch:
+            return 0
+        if self.first_batch_at is None:
+            self.first_batch_at = time.monotonic()
+        for m in batch:
+            self._position[m.partition() or 0] = (m.offset() or 0) + 1
+        offsets = [TopicPartition(self.source, p, o) for p, o in self._position.items()]
+        if args.pre_registration:
+            self._declared_transaction(batch, offsets)
+        else:
+            self._transaction(batch, offsets)
+        self.transactions += 1
+        self.records += len(batch)
+        return len(batch)
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._producer.close()
+
+    def _transaction(self, batch: list[Message], offsets: list[TopicPartition]) -> None:
+        producer = self._producer
+        producer.begin_transaction()
+        for m in batch:
+            producer.produce(self.sink, m.value(), m.key())
+        producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata())
+        begun = time.monotonic()
+        producer.commit_transaction(30)
+        self.commit_latencies.append(time.monotonic() - begun)
+
+    def _declared_transaction(self, batch: list[Message], offsets: list[TopicPartition]) -> None:
+        declared = self._producer.partitions_of(self.sink, [m.key() for m in batch])
+        group = self._args.consumer_group_id
+        with self._producer.transaction(partitions={self.sink: declared}, group_id=group) as tx:
+            for m in batch:
+                tx.produce(self.sink, m.value(), m.key())
+            tx.send_offsets(offsets, self._consumer.consumer_group_metadata())
+            begun = time.monotonic()
+            tx.commit()
+        self.commit_latencies.append(time.monotonic() - begun)
+
+    def _make_topics(self, configs: EosConfigs) -> None:
+        errors = BrokerErrors()
+        admin = AdminClient(logged({**configs.plain_producer, "error_cb": errors}))
+        try:
+            cluster_metadata(admin, errors, configs.bootstrap, 10)  # says at once when Kafka is not there
+            ensure_log_topics(admin)
+            existing = admin.list_topics(timeout=10).topics
+            missing = [
+                NewTopic(t, self._args.partitions) for t in (self.source, self.sink) if t not in existing
+            ]
+            for future in admin.create_topics(missing).values() if missing else ():
+                future.result(15)
+        finally:
+            drain(admin)  # its log lines: an admin client is not polled otherwise
+
+    def _fill(self, configs: EosConfigs, run_id: str) -> None:
+        """The input: ``<run>:<number>:`` padded to --record-size, keyed by the number."""
+        filler = Producer(logged({"linger.ms": 20, **configs.plain_producer}))
+        for i in range(self._args.records):
+            value = f"{run_id}:{i}:".encode().ljust(self._args.record_size, b"x")
+            while True:
+                try:
+                    filler.produce(self.source, value, str(i).encode())
+                    break
+                except BufferError:
+                    filler.poll(0.05)
+        if filler.flush(60):
+            raise CliError(f"could not write the input records to {self.source!r}")
