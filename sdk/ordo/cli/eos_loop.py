@@ -1,7 +1,7 @@
 """``ordo bench eos``'s consume-transform-produce loop, one transaction per ``step``.
 
 A step is the unit both drivers need: the command runs its loop's steps back to back, and the
-benchmark of pre-registration interleaves two loops' steps, transaction by transaction, so that
+benchmark of pre-registration interleaves transactions with and without it, one by one, so that
 both meet the same moments of the broker (whole runs one after the other did not).
 """
 
@@ -74,8 +74,9 @@ class EosLoop:
         """Every input record processed."""
         return all(self._position.get(p, -1) >= end for p, end in self._ends.items() if end > 0)
 
-    def step(self) -> int:
-        """One transaction of the next batch: the records it processed, 0 while none came."""
+    def step(self, pre_registration: bool | None = None) -> int:
+        """One transaction of the next batch: the records it processed, 0 while none came.
+        ``pre_registration``: this transaction's mode, when not ``args.pre_registration``'s."""
         args = self._args
         batch = [
             m
@@ -89,7 +90,7 @@ class EosLoop:
         for m in batch:
             self._position[m.partition() or 0] = (m.offset() or 0) + 1
         offsets = [TopicPartition(self.source, p, o) for p, o in self._position.items()]
-        if args.pre_registration:
+        if args.pre_registration if pre_registration is None else pre_registration:
             self._declared_transaction(batch, offsets)
         else:
             self._transaction(batch, offsets)
