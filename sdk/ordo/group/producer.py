@@ -117,8 +117,11 @@ class GroupProducer:
                 f"cannot read the epoch log {epoch_topic!r}: the ordo operator creates it; "
                 "is it running against this Kafka?"
             )
-        self._lock = threading.Condition()
-        self._awaiting_units = 0  # threads in _await_idle: the only ones a unit's end must wake
+        lock = threading.RLock()
+        self._lock = threading.Condition(lock)  # the member's state; the idle watch waits on it
+        # the same lock: a unit ended or the owned partitions changed (_await_idle waits on it);
+        # apart so that a unit's end wakes no idle watch (a thread switch per transaction)
+        self._units_changed = threading.Condition(lock)
         self._slots: dict[int, _Slot] = {}
         self._generation = -1
         self._settings: GroupSettings | None = None
@@ -242,6 +245,7 @@ class GroupProducer:
         self._await_idle(list(self._slots), timeout)
         with self._lock:
             slots, self._slots = dict(self._slots), {}
+            self._units_changed.notify_all()
         self._abort_open(slots.values())
         self._close_producers(slots.values(), timeout)
         if self._generation >= 0:
@@ -469,6 +473,7 @@ class GroupProducer:
         else:
             self._idle.stop()
         self._lock.notify_all()
+        self._units_changed.notify_all()
 
     def _current(self) -> dict[int, str | None]:
         """Every partition owned now → its last committed checkpoint."""
@@ -510,9 +515,8 @@ class GroupProducer:
                 if committed:
                     self._idle.touch(time.monotonic())
             # not the idle watch: a later deadline needs no wake-up (it looks again when the old
-            # one passes), and waking it at every unit cost a thread switch per transaction
-            if self._awaiting_units:
-                self._lock.notify_all()
+            # one passes)
+            self._units_changed.notify_all()
 
     def _drop(self, partition: int, reason: str) -> None:
         """A fenced producer: the partition is gone from this member at once."""
@@ -531,28 +535,20 @@ class GroupProducer:
         """Wait until no transaction is open on ``partitions`` (at most ``timeout``)."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            self._awaiting_units += 1
-            try:
-                self._await_units(partitions, deadline, timeout)
-            finally:
-                self._awaiting_units -= 1
-
-    def _await_units(self, partitions: list[int], deadline: float, timeout: float) -> None:
-        """_await_idle's wait, with the lock held."""
-        while True:
-            busy = [p for p in partitions if (s := self._slots.get(p)) is not None and s.open is not None]
-            left = deadline - time.monotonic()
-            if not busy or left <= 0:
-                if busy:
-                    _log.warning(
-                        "member %s: transactions of %s still open after %.0fs; releasing anyway "
-                        "(exactly-once: the next owner fences them)",
-                        self.pod,
-                        busy,
-                        timeout,
-                    )
-                return
-            self._lock.wait(left)
+            while True:
+                busy = [p for p in partitions if (s := self._slots.get(p)) is not None and s.open is not None]
+                left = deadline - time.monotonic()
+                if not busy or left <= 0:
+                    if busy:
+                        _log.warning(
+                            "member %s: transactions of %s still open after %.0fs; releasing anyway "
+                            "(exactly-once: the next owner fences them)",
+                            self.pod,
+                            busy,
+                            timeout,
+                        )
+                    return
+                self._units_changed.wait(left)
 
 
 def _kubernetes_client() -> ApiClient:
