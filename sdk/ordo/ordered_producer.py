@@ -314,9 +314,10 @@ class OrderedProducer:
     def partitions_of(self, topic: str, keys: Iterable[bytes | str | None]) -> frozenset[int]:
         """The partitions of ``topic`` that records with these ``keys`` go to now: what a
         pre-registered transaction declares (``transaction(partitions={topic: ...})``). Every
-        partition when a key is None or the partitioner ignores keys (round_robin). Computed with
-        this producer's partition count, which an expansion may raise before the transaction
-        begins: a record then hashed outside the declaration raises at once, nothing sent."""
+        partition when a key is None or the partitioner ignores keys (round_robin); ConfigError
+        with the explicit partitioner, whose partitions are the application's. Computed with this
+        producer's partition count, which an expansion may raise before the transaction begins: a
+        record then hashed outside the declaration raises at once, nothing sent."""
         count = self.partitions_for(topic)
         if self._hashes is None:
             if isinstance(self._partitioner, ExplicitPartitioner):
