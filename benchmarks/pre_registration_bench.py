@@ -39,7 +39,7 @@ from ._result import Result, alternate, per_record
 from ._testbed import kafka_bootstrap
 
 ROUNDS = 5
-TRANSACTIONS = 240  # of each side per round
+TRANSACTIONS = 400  # of each side per round
 # an uncounted round first: on a fresh broker a side's rate rose 2.5 times over its first 300
 # transactions (its JIT)
 WARM_UP = 1
