@@ -573,10 +573,10 @@ class OrderedProducer:
         ):
             self._routes.pop(topic, None)
             return
-        python = set(state.unstamped)
+        python = frozenset(state.unstamped)
         if declared is not None:
-            python.update(p for p in range(state.partitions) if p not in declared)
-        self._routes[topic] = (state.partitions, frozenset(python)) if python else state.partitions
+            python = python.union(frozenset(range(state.partitions)).difference(declared))
+        self._routes[topic] = (state.partitions, python) if python else state.partitions
 
     # -- registry ----------------------------------------------------------------------------
 

@@ -95,7 +95,7 @@ def murmur2_partitions_python(keys: Sequence[bytes | str | None], partitions: in
     for key in cast("Sequence[object]", keys):
         if not isinstance(key, bytes | str):
             raise TypeError(f"keys must be bytes, str or None, got {type(key).__name__}")
-        chosen.add(to_positive(murmur2(key.encode() if isinstance(key, str) else key)) % partitions)
+        chosen.add(murmur2_partition(key.encode() if isinstance(key, str) else key, partitions))
     return frozenset(chosen)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import ExitStack
 from types import TracebackType
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -36,30 +37,26 @@ class EosLoop:
         self.sink: str = args.output_topic or f"ordo-eos-out-{run_id}"
         self._make_topics(configs)
         self._fill(configs, run_id)
-        self._consumer = Consumer(logged({"auto.offset.reset": "earliest", **configs.consumer}))
-        # after the fill: right after its creation a topic's metadata may not list its partitions yet
-        partitions = len(self._consumer.list_topics(self.source, timeout=10).topics[self.source].partitions)
-        self._ends = {
-            p: self._consumer.get_watermark_offsets(TopicPartition(self.source, p), timeout=10)[1]
-            for p in range(partitions)
-        }
         self._position: dict[int, int] = {}
         self.commit_latencies: list[float] = []  # seconds, from the offsets sent to the commit's end
         self.transactions = self.records = 0
         # when the first batch came: the group's join before it (seconds on a busy machine) is
         # not the loop's time
         self.first_batch_at: float | None = None
-        try:
+        with ExitStack() as opened:  # closes what was opened when a later step fails
+            self._consumer = Consumer(logged({"auto.offset.reset": "earliest", **configs.consumer}))
+            opened.callback(self._consumer.close)
+            # after the fill: right after its creation a topic's metadata may not list its partitions
+            topic = self._consumer.list_topics(self.source, timeout=10).topics[self.source]
+            self._ends = {
+                p: self._consumer.get_watermark_offsets(TopicPartition(self.source, p), timeout=10)[1]
+                for p in topic.partitions
+            }
             self._producer = OrderedProducer({"linger.ms": 5, **configs.producer})
-        except BaseException:
-            self._consumer.close()
-            raise
-        try:
+            opened.callback(self._producer.close)
             self._consumer.subscribe([self.source])
             self._producer.init_transactions(30)
-        except BaseException:
-            self.close()
-            raise
+            opened.pop_all()
 
     def __enter__(self) -> EosLoop:
         return self

@@ -533,22 +533,19 @@ class GroupProducer:
 
     def _await_idle(self, partitions: list[int], timeout: float) -> None:
         """Wait until no transaction is open on ``partitions`` (at most ``timeout``)."""
-        deadline = time.monotonic() + timeout
+
+        def busy() -> list[int]:
+            return [p for p in partitions if (s := self._slots.get(p)) is not None and s.open is not None]
+
         with self._lock:
-            while True:
-                busy = [p for p in partitions if (s := self._slots.get(p)) is not None and s.open is not None]
-                left = deadline - time.monotonic()
-                if not busy or left <= 0:
-                    if busy:
-                        _log.warning(
-                            "member %s: transactions of %s still open after %.0fs; releasing anyway "
-                            "(exactly-once: the next owner fences them)",
-                            self.pod,
-                            busy,
-                            timeout,
-                        )
-                    return
-                self._units_changed.wait(left)
+            if not self._units_changed.wait_for(lambda: not busy(), timeout):
+                _log.warning(
+                    "member %s: transactions of %s still open after %.0fs; releasing anyway "
+                    "(exactly-once: the next owner fences them)",
+                    self.pod,
+                    busy(),
+                    timeout,
+                )
 
 
 def _kubernetes_client() -> ApiClient:
