@@ -43,7 +43,7 @@ ROUNDS = 3
 TRANSACTION_SIZES = (10, 100, 1_000)  # records per transaction
 ROUNDS_EOS = 5
 # transactions of each side per round, by transaction size: a few seconds a side
-TRANSACTIONS = {10: 1_000, 100: 500, 1_000: 300}
+TRANSACTIONS = {10: 1_000, 100: 500, 1_000: 600}
 # transactional ids per side, used in turn (the member's source partitions; as many raw producers)
 TRANSACTIONAL_IDS = 3
 VALUE = b"x" * 100
