@@ -20,7 +20,7 @@ How the sides share the broker decided the ratio before anything of ordo did:
 
 So both sides share six loops: each transaction takes the next loop of one ring, in its side's
 mode, and every loop serves both sides in turn. A loop's next transaction comes five after its
-last, and the broker's first minute (its JIT) is an uncounted round.
+last, and the broker's first minute (its JIT) is uncounted: 400 transactions a side.
 """
 
 from __future__ import annotations

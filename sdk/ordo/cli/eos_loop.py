@@ -8,6 +8,7 @@ both meet the same moments of the broker (whole runs one after the other did not
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from contextlib import ExitStack
 from types import TracebackType
@@ -21,7 +22,24 @@ from ..ordered_producer import OrderedProducer
 from . import CliError
 from .eos_config import EosConfigs
 
-__all__ = ["EosLoop"]
+__all__ = ["EosLoop", "records_of"]
+
+_log = logging.getLogger(__name__)
+
+
+def records_of(messages: list[Message]) -> list[Message]:
+    """The records of a consumed batch. Its error events are not records: a fatal one ends the
+    loop (CliError), the others (librdkafka retries them itself) are logged as warnings."""
+    records = []
+    for message in messages:
+        error = message.error()
+        if error is None:
+            records.append(message)
+        elif error.fatal():
+            raise CliError(f"the input consumer failed: {error}")
+        else:
+            _log.warning("input consumer: %s", error)
+    return records
 
 
 class EosLoop:
@@ -75,11 +93,7 @@ class EosLoop:
         """One transaction of the next batch: the records it processed, 0 while none came.
         ``pre_registration``: this transaction's mode, when not ``args.pre_registration``'s."""
         args = self._args
-        batch = [
-            m
-            for m in self._consumer.consume(args.transaction_size, args.poll_timeout / 1000)
-            if not m.error()
-        ]
+        batch = records_of(self._consumer.consume(args.transaction_size, args.poll_timeout / 1000))
         if not batch:
             return 0
         if self.first_batch_at is None:
