@@ -342,6 +342,9 @@ def run() -> list[Result]:
         for how, t in (("graceful leave", times["leave"]), ("hang (Lease expiry)", times["hang"]))
     ]
     for size, (ours, theirs) in rates.items():
+        rounds = zip(ours, theirs, strict=True)
+        shown = ", ".join(f"{o:,.0f}/{t:,.0f} {oc:.1f}/{tc:.1f}" for (o, oc), (t, tc) in rounds)
+        print(f"  exactly-once, {size:,}/txn, per round (ours / raw rec/s, CPU µs/record): {shown}")
         results.append(
             Result.paired(
                 f"GroupProducer exactly-once vs raw transactional producer (same data + checkpoint "
