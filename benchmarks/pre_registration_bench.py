@@ -48,8 +48,8 @@ WARM_UP = 400  # transactions of each side
 TRANSACTION_SIZE = 500
 SIDES = {"with": True, "without": False}  # name: pre-registration
 LOOPS = 6  # one ring, shared by the sides
-# each loop's share of the rounds, its uncounted first transaction, and some over: a batch may
-# come short
+# each loop's share of the warm-up and the rounds, its uncounted first transaction, and some
+# over: a batch may come short
 RECORDS = ((WARM_UP + ROUNDS * TRANSACTIONS) * len(SIDES) // LOOPS + 10) * TRANSACTION_SIZE
 
 

@@ -30,16 +30,14 @@ _log = logging.getLogger(__name__)
 def records_of(messages: list[Message]) -> list[Message]:
     """The records of a consumed batch. Its error events are not records: a fatal one ends the
     loop (CliError), the others (librdkafka retries them itself) are logged as warnings."""
-    records = []
-    for message in messages:
-        error = message.error()
-        if error is None:
-            records.append(message)
-        elif error.fatal():
+    errors = [error for error in map(Message.error, messages) if error is not None]
+    if not errors:  # the usual batch, handed back as it came
+        return messages
+    for error in errors:
+        if error.fatal():
             raise CliError(f"the input consumer failed: {error}")
-        else:
-            _log.warning("input consumer: %s", error)
-    return records
+        _log.warning("input consumer: %s", error)
+    return [m for m in messages if m.error() is None]
 
 
 class EosLoop:
