@@ -15,6 +15,7 @@ from ordo_spark.options import parse_options
 from ordo_spark.planning import DataLossError, Slice
 from ordo_spark.reading import SCHEMA, close_consumers, read_slice, read_slices
 from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
 
@@ -66,16 +67,25 @@ def test_a_range_ending_in_transaction_markers_and_aborted_records_ends(kafka: K
         producer.begin_transaction()
         for n in range(10):
             producer.produce(topic, f"{commit}-{n}".encode(), partition=0)
+        assert producer.flush(10) == 0  # written before the abort: it would drop what is still queued
         (producer.commit_transaction if commit else producer.abort_transaction)(10)
-    # 10 committed records and a marker, then (on Kafka; the testbed drops aborted data) 10
-    # aborted records and a marker: the last offset before the end is never a record
-    probe = Consumer(kafka.config(group_id="probe"))
-    _, end = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
-    probe.close()
+    # 10 committed records and a marker, then 10 aborted records and a marker: the last offset
+    # before the end is never a record. The coordinator writes each marker after the call that
+    # ended its transaction returned: read once both are in and the last stable offset is the end.
+    end = 22
+    probe = Consumer(kafka.config(group_id="probe", isolation_level="read_committed"))
+    try:
+        wait_for(
+            lambda: probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1] == end,
+            30,
+            "both transactions' markers",
+        )
+    finally:
+        probe.close()
     committed = _read(kafka, Slice(topic, 0, 0, end), **{"kafka.isolation.level": "read_committed"})
     assert committed.num_rows == 10
-    everything = _read(kafka, Slice(topic, 0, 0, end))
-    assert everything.num_rows in (10, 20)
+    everything = _read(kafka, Slice(topic, 0, 0, end), **{"kafka.isolation.level": "read_uncommitted"})
+    assert everything.num_rows == 20
 
 
 def test_a_range_that_is_gone_fails_clearly_or_is_skipped(kafka: KafkaHandle) -> None:
