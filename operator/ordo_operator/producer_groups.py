@@ -24,9 +24,9 @@ from kubernetes.client import CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from ordo.api import API_GROUP, Condition, ProducerGroup
+from ordo.api import API_GROUP, Condition, ProducerGroup, ProducerGroupSpec
 from ordo.api.common import VERSION, LabelSelector, set_condition
-from ordo.group.checkpoints import CheckpointLog, ensure_checkpoint_topic
+from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.protocol import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
 
 from . import metrics
@@ -35,12 +35,17 @@ from .crash import crash_point
 from .kafka import clients_for
 from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
 from .member_views import GroupViews, list_items, observe_lease, observe_pod
-from .plans.group import GroupPass, checkpoint_rows, fresh_leases, plan_group
+from .plans.group import GroupPass, PodView, checkpoint_rows, fresh_leases, plan_group
+from .plans.sessions import lease_sessions
 
 __all__ = ["register"]
 
 PLURAL = "producergroups"
 ANNOTATION_WRITERS = 8  # PATCHes at once: 1,000 members' first assignment one by one took minutes
+FIRST_CHECKPOINT_READ_SECONDS = 10.0
+"""How long a new group's first pass waits to read its checkpoint topic, so that its first
+generation is above what the checkpoints carry (a group created again); past it the pass goes
+on, and a later one numbers the assignments above them once read."""
 _MEMBERSHIP_PROBLEMS = ("NoMembers", "NoLiveMembers")
 _log = logging.getLogger(__name__)
 
@@ -170,6 +175,8 @@ class _GroupDriver:
         self.last_rebalance: float | None = status.get("lastRebalanceSeconds")
         self.checkpoints: CheckpointLog | None = None
         self.checkpoints_read = -1  # the checkpoint log's version that status shows
+        self.group_checkpoints: tuple[int, dict[int, Checkpoint]] = (-1, {})  # (log version, ours)
+        self.session_since: dict[str, datetime] = {}  # lease_sessions' memory between passes
         self.kafka_problem: str | None = None
         if any(
             c.get("type") == "Rebalancing" and c.get("status") == "True"
@@ -196,15 +203,30 @@ class _GroupDriver:
         self.views.refresh(spec.selector)
         generation = int((self.body.get("status") or {}).get("generation") or 0)
         leases, now = self.views.leases(), datetime.now(UTC)
-        fresh = fresh_leases(leases, now, spec.session_timeout_seconds)
-        inputs = (spec, generation, self.views.changes(), fresh)
+        selected: dict[str, PodView] = {}
+
+        def assignment_of(pod: str) -> str | None:  # asked only of Leases announcing a longer session
+            if not selected:
+                selected.update((p.name, p) for p in self.views.pods(spec.selector))
+            return selected[pod].assignment if pod in selected else None
+
+        sessions = lease_sessions(
+            spec.session_timeout_seconds, leases, assignment_of, now, self.session_since
+        )
+        self.session_since = dict(sessions.since)
+        fresh = fresh_leases(leases, now, sessions)
+        checkpointed = max(
+            (c.generation for c in self._group_checkpoints(spec, first=generation == 0).values()), default=0
+        )
+        inputs = (spec, generation, self.views.changes(), fresh, checkpointed)
         if inputs == self.planned and self.outcome is not None:
             # nothing it reads changed and no Lease expired or came back: the same outcome, no
             # writes; only the checkpoints may have moved
             if self.checkpoints is None or self.checkpoints.version != self.checkpoints_read:
                 self._write_status(resource, self.outcome)
             return period
-        outcome = plan_group(self.name, spec, self.views.pods(spec.selector), leases, now, generation)
+        pods = self.views.pods(spec.selector)
+        outcome = plan_group(self.name, spec, pods, leases, now, generation, sessions, checkpointed)
         # crash points of the handoff's two steps (revoke, then grant), for the crash-resume tests
         step = "revoke" if any(a.revoking for a in outcome.writes.values()) else "grant"
         if outcome.writes:
@@ -236,24 +258,53 @@ class _GroupDriver:
 
     # -- reading -----------------------------------------------------------------------------
 
+    def _checkpoint_log(self, spec: ProducerGroupSpec) -> CheckpointLog | None:
+        """The checkpoint topic's reader (made on first use); None while Kafka cannot be used."""
+        if self.checkpoints is None or self.checkpoints.topic != spec.checkpoint_topic:
+            try:
+                side = clients_for(kafka_config(spec.kafka, self.namespace, self.settings), self.settings)
+                ensure_checkpoint_topic(side.admin, spec.checkpoint_topic)
+                if self.checkpoints is not None:
+                    self.checkpoints.close()
+                self.checkpoints = CheckpointLog(side.config, spec.checkpoint_topic)
+                self.group_checkpoints = (-1, {})
+                self.kafka_problem = None
+            except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:
+                self.kafka_problem = str(error)
+                return None
+        return self.checkpoints
+
+    def _group_checkpoints(self, spec: ProducerGroupSpec, first: bool = False) -> dict[int, Checkpoint]:
+        """This group's checkpoints as read so far, by source partition. A new group's ``first``
+        pass reads the topic to its end first (``FIRST_CHECKPOINT_READ_SECONDS``)."""
+        log = self._checkpoint_log(spec)
+        if log is None:
+            return {}
+        if first and self.group_checkpoints[0] < 0 and not log.catch_up(FIRST_CHECKPOINT_READ_SECONDS):
+            _log.warning(
+                "%s/%s: checkpoint topic not read to its end: %s", self.namespace, self.name, log.describe()
+            )
+        version = log.version
+        if version != self.group_checkpoints[0]:
+            self.group_checkpoints = (version, log.of_group(self.namespace, self.name))
+        return self.group_checkpoints[1]
+
     def _checkpoint_status(
         self, resource: ProducerGroup, owners: dict[int, str]
     ) -> tuple[list[dict[str, object]], int]:
         """``status.checkpoints`` (see ``checkpoint_rows``) and how many source partitions have a
         checkpoint, read from the checkpoint topic."""
         spec = resource.spec
-        if self.checkpoints is None or self.checkpoints.topic != spec.checkpoint_topic:
-            try:
-                side = clients_for(kafka_config(spec.kafka, self.namespace, self.settings), self.settings)
-                ensure_checkpoint_topic(side.admin, spec.checkpoint_topic)
-                self.checkpoints = CheckpointLog(side.config, spec.checkpoint_topic)
-                self.kafka_problem = None
-            except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:
-                self.kafka_problem = str(error)
-                return [], 0
-        self.checkpoints_read = self.checkpoints.version
-        found = self.checkpoints.of_group(self.namespace, self.name)
-        latest = {p: c.checkpoint for p, c in found.items() if p < spec.source_partitions}
+        log = self._checkpoint_log(spec)
+        if log is None:
+            return [], 0
+        found = self._group_checkpoints(spec)
+        self.checkpoints_read = self.group_checkpoints[0]
+        latest = {
+            p: c.checkpoint
+            for p, c in found.items()
+            if p < spec.source_partitions and c.checkpoint is not None
+        }
         return checkpoint_rows(spec.source_partitions, latest, owners), len(latest)
 
     # -- reporting ---------------------------------------------------------------------------

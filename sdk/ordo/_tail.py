@@ -78,6 +78,10 @@ class CompactedTopicReader(Generic[V]):
         """A reason to refuse ``value`` given the ``previous`` one, or None to accept it."""
         return None
 
+    def merge(self, key: str, previous: V | None, value: V) -> V:
+        """What to hold once ``value`` is accepted (by default ``value`` itself)."""
+        return value
+
     # -- reading -----------------------------------------------------------------------------
 
     def get(self, key: str) -> V | None:
@@ -223,10 +227,12 @@ class CompactedTopicReader(Generic[V]):
             self._refuse(raw_key, str(error))
             return
         with self._changed:
-            reason = self.accept(key, self._values.get(key), value)
+            previous = self._values.get(key)
+            reason = self.accept(key, previous, value)
             if reason is not None:
                 self._refuse(raw_key, reason)
                 return
+            value = self.merge(key, previous, value)
             self._values[key] = value
             self._heard[key] = time.monotonic()
             self._version += 1

@@ -15,6 +15,7 @@ from ordo.api import ProducerGroupSpec
 from ordo.protocol import GroupSettings, MemberAssignment, ProtocolError
 
 from .handoff import HandoffPlan, Member, ShrinkBlocked, is_live, plan_handoff
+from .sessions import LeaseSessions
 
 __all__ = [
     "STATUS_PARTITION_ROWS",
@@ -51,6 +52,8 @@ class LeaseView:
     holder: str | None
     renewed: datetime | None
     acked: int | None
+    duration: float | None = None
+    """``leaseDurationSeconds``: the session the member renews under (a third of it apart)."""
 
 
 @dataclass(frozen=True)
@@ -70,14 +73,19 @@ class GroupPass:
     invalid_annotations: list[str] = field(default_factory=list)
 
 
-def fresh_leases(leases: Mapping[str, LeaseView], now: datetime, session_seconds: float) -> frozenset[str]:
-    """The Leases held by their own pod and renewed within the session: all of ``now`` that a
+def fresh_leases(
+    leases: Mapping[str, LeaseView], now: datetime, sessions: LeaseSessions | float
+) -> frozenset[str]:
+    """The Leases held by their own pod and renewed within their session: all of ``now`` that a
     pass's outcome depends on (a pass that sees the same set and nothing else changed plans the same)."""
-    session = timedelta(seconds=session_seconds)
+    if not isinstance(sessions, LeaseSessions):
+        sessions = LeaseSessions(sessions)
     return frozenset(
         name
         for name, lease in leases.items()
-        if lease.holder == name and lease.renewed is not None and now - lease.renewed <= session
+        if lease.holder == name
+        and lease.renewed is not None
+        and now - lease.renewed <= timedelta(seconds=sessions.of(name))
     )
 
 
@@ -91,7 +99,11 @@ def settings_of(spec: ProducerGroupSpec) -> GroupSettings:
 
 
 def _members(
-    group: str, pods: Iterable[PodView], leases: Mapping[str, LeaseView], now: datetime, session: timedelta
+    group: str,
+    pods: Iterable[PodView],
+    leases: Mapping[str, LeaseView],
+    now: datetime,
+    sessions: LeaseSessions,
 ) -> tuple[list[Member], list[str]]:
     members: list[Member] = []
     invalid: list[str] = []
@@ -110,7 +122,7 @@ def _members(
         members.append(
             Member(
                 name=pod.name,
-                live=is_live(pod.ready, pod.deleting, renewed, now, session),
+                live=is_live(pod.ready, pod.deleting, renewed, now, timedelta(seconds=sessions.of(pod.name))),
                 assignment=assignment,
                 acked=lease.acked if lease is not None else None,
             )
@@ -125,18 +137,28 @@ def plan_group(
     leases: Mapping[str, LeaseView],
     now: datetime,
     generation: int,
+    sessions: LeaseSessions | None = None,
+    checkpointed: int = 0,
 ) -> GroupPass:
     """The next pass: annotations to write (with the group's settings) and what to report.
 
-    ``generation`` is the latest generation written so far (status, or annotations if later)."""
+    ``generation`` is the latest generation written so far (status, or annotations if later);
+    ``sessions`` what each Lease is judged by (``lease_sessions``; the spec's for all if None);
+    ``checkpointed`` the highest generation the group's checkpoints carry."""
     pods = list(pods)
     settings = settings_of(spec)
-    members, invalid = _members(group, pods, leases, now, timedelta(seconds=spec.session_timeout_seconds))
+    sessions = sessions or LeaseSessions(spec.session_timeout_seconds)
+    members, invalid = _members(group, pods, leases, now, sessions)
     # above every generation a member acknowledged too: a group deleted and created again (to
     # change exactlyOnce) finds Leases acknowledging the old group's generations, and a new
     # generation at or below those would count as acknowledged before the member saw it
     acked = [lease.acked for lease in leases.values() if lease.acked is not None]
     generation = max([generation, *acked] + [m.assignment.generation for m in members if m.assignment])
+    # and above every generation a checkpoint carries: checkpoint readers refuse a checkpoint of
+    # an older generation than one they have seen (a zombie's), and the topic outlives the group
+    # (deleted and created again, its Leases gone with its pods)
+    behind = checkpointed > generation
+    generation = max(generation, checkpointed)
     live = [m for m in members if m.live]
     try:
         plan = plan_handoff(group, spec.source_partitions, members, generation, spec.assignment)
@@ -149,7 +171,7 @@ def plan_group(
             problem=("ShrinkBlocked", str(error)),
             invalid_annotations=invalid,
         )
-    writes = _with_settings(plan, live, settings)
+    writes = _with_settings(plan, live, settings, restamp=behind)
     next_generation = generation + 1 if writes else generation
     writes = {pod: a.model_copy(update={"generation": next_generation}) for pod, a in writes.items()}
     owned = _after(live, writes)
@@ -176,12 +198,17 @@ def plan_group(
 
 
 def _with_settings(
-    plan: HandoffPlan, live: list[Member], settings: GroupSettings
+    plan: HandoffPlan, live: list[Member], settings: GroupSettings, restamp: bool
 ) -> dict[str, MemberAssignment]:
-    """The plan's writes, each carrying the settings; plus members whose settings are stale."""
+    """The plan's writes, each carrying the settings; plus members whose settings are stale, or
+    every member's when ``restamp`` (their generation is below the checkpoints')."""
     writes = {pod: a.with_settings(settings) for pod, a in plan.writes.items()}
     for m in live:
-        if m.name not in writes and m.assignment is not None and m.assignment.settings != settings:
+        if (
+            m.name not in writes
+            and m.assignment is not None
+            and (restamp or m.assignment.settings != settings)
+        ):
             writes[m.name] = m.assignment.with_settings(settings)
     return writes
 

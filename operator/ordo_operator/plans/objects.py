@@ -28,6 +28,13 @@ def pod_listed(pod: Mapping[str, Any]) -> Listed[PodView]:
     )
 
 
+def _seconds(value: Any) -> float | None:
+    """A Lease's ``leaseDurationSeconds`` (an integer by the API's schema; anything else: unknown)."""
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+    )
+
+
 def lease_listed(lease: Mapping[str, Any]) -> Listed[LeaseView]:
     meta, spec = lease["metadata"], lease.get("spec") or {}
     acked = (meta.get("annotations") or {}).get(ACK_ANNOTATION)
@@ -37,6 +44,7 @@ def lease_listed(lease: Mapping[str, Any]) -> Listed[LeaseView]:
         holder=spec.get("holderIdentity"),
         renewed=datetime.fromisoformat(renewed) if renewed else None,
         acked=int(acked) if acked is not None and acked.lstrip("-").isdigit() else None,
+        duration=_seconds(spec.get("leaseDurationSeconds")),
     )
     return Listed(
         meta["name"], dict(meta.get("labels") or {}), revision_of(meta.get("resourceVersion")), view

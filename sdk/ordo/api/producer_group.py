@@ -20,9 +20,17 @@ from .common import (
     Validation,
 )
 
-__all__ = ["MemberStatus", "PartitionCheckpoint", "ProducerGroup", "ProducerGroupSpec", "ProducerGroupStatus"]
+__all__ = [
+    "MAX_SESSION_TIMEOUT_SECONDS",
+    "MemberStatus",
+    "PartitionCheckpoint",
+    "ProducerGroup",
+    "ProducerGroupSpec",
+    "ProducerGroupStatus",
+]
 
 MAX_SOURCE_PARTITIONS = 100_000
+MAX_SESSION_TIMEOUT_SECONDS = 3600
 EMPTY_SELECTOR = Validation(
     rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || "
     "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
@@ -59,7 +67,12 @@ class ProducerGroupSpec(Model):
         json_schema_extra={"x-kubernetes-validations": [EMPTY_SELECTOR.as_schema()]},
     )
     session_timeout_seconds: int = Field(
-        default=30, ge=1, le=3600, description="A member whose Lease is not renewed for this long is dead."
+        default=30,
+        ge=1,
+        le=MAX_SESSION_TIMEOUT_SECONDS,
+        description="A member whose Lease is not renewed for this long is dead. May change on a "
+        "live group: a shorter value applies to each member once it has taken it (at most one old "
+        "session later), so the change itself moves no partition.",
     )
     assignment: Strategy = Field(
         default=Strategy.STICKY,

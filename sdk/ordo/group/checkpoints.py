@@ -3,6 +3,13 @@
 A compacted topic of one partition, key ``<namespace>/<group>/<partition>``; the last committed
 value per key wins. In exactly-once mode a checkpoint is written in the same Kafka transaction as
 the data it covers, so it is never ahead of the data; readers use read_committed.
+
+Each record carries the assignment generation it was written under, and a reader refuses one of
+an older generation than the last it accepted for that partition: in at-least-once mode nothing
+fences a paused member that wakes after its partitions moved, and its late checkpoint would move
+the restart point back. A new owner (at-least-once) first writes a *takeover* record in its
+generation, which keeps the restart point where it is and so refuses every older owner's later
+write (docs/reliability.md, "At-least-once zombies").
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._tail import CompactedTopicReader, ensure_compacted_topics
 from ..protocol import DEFAULT_CHECKPOINT_TOPIC, checkpoint_key
@@ -21,6 +28,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT_TOPIC",
     "Checkpoint",
     "CheckpointLog",
+    "applied",
     "ensure_checkpoint_topic",
 ]
 
@@ -30,10 +38,22 @@ class Checkpoint(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    checkpoint: str
+    checkpoint: str | None = Field(description="Where to restart; None only in a takeover record.")
     member: str = Field(description="The pod that wrote it.")
     generation: int = Field(ge=0, description="The assignment generation it was written under.")
     written_at_ms: int = Field(ge=0)
+    takeover: bool = Field(
+        default=False,
+        description="Written by a new owner before it starts: the restart point stays the one "
+        "before it (``checkpoint`` is what the owner had read, for a reader that finds nothing "
+        "before it once compaction removed it), and the generation rises to the owner's.",
+    )
+
+    @model_validator(mode="after")
+    def _only_a_takeover_may_lack_a_checkpoint(self) -> Checkpoint:
+        if self.checkpoint is None and not self.takeover:
+            raise ValueError("a checkpoint record without a checkpoint")
+        return self
 
     @classmethod
     def now(cls, checkpoint: str, member: str, generation: int) -> Checkpoint:
@@ -41,20 +61,59 @@ class Checkpoint(BaseModel):
             checkpoint=checkpoint, member=member, generation=generation, written_at_ms=int(time.time() * 1000)
         )
 
+    @classmethod
+    def takeover_of(cls, read: Checkpoint | None, member: str, generation: int) -> Checkpoint:
+        """A new owner's takeover record, after it read ``read``."""
+        return cls(
+            checkpoint=read.checkpoint if read is not None else None,
+            member=member,
+            generation=generation,
+            written_at_ms=int(time.time() * 1000),
+            takeover=True,
+        )
+
     def encode(self) -> bytes:
-        return self.model_dump_json().encode()
+        # without a false ``takeover``: an ordinary record stays what older readers accept
+        return self.model_dump_json(exclude_defaults=True).encode()
+
+
+def applied(previous: Checkpoint | None, record: Checkpoint) -> Checkpoint | str:
+    """What a reader holds for a source partition after ``record``, or why it refuses it."""
+    if previous is not None and record.generation < previous.generation:
+        return (
+            f"stale checkpoint {record.checkpoint!r} of generation {record.generation} by "
+            f"{record.member}: generation {previous.generation} (by {previous.member}) was read "
+            "before it, so its writer no longer owns the partition"
+        )
+    if record.takeover and previous is not None:
+        return record.model_copy(update={"checkpoint": previous.checkpoint})
+    return record
 
 
 class CheckpointLog(CompactedTopicReader[Checkpoint]):
-    """A background reader of the checkpoint topic (read_committed). Thread-safe."""
+    """A background reader of the checkpoint topic (read_committed). Thread-safe. Stale records
+    (``applied``) are refused, logged and counted in ``stale_records`` (and ``invalid_records``)."""
 
     def __init__(self, kafka_config: Mapping[str, Any], topic: str = DEFAULT_CHECKPOINT_TOPIC) -> None:
+        self.stale_records = 0
         super().__init__(kafka_config, topic)
 
     def parse(self, key: str, value: bytes) -> Checkpoint:
         if key.count("/") != 2:
             raise ValueError("the key is not <namespace>/<group>/<partition>")
         return Checkpoint.model_validate_json(value)
+
+    def accept(self, key: str, previous: Checkpoint | None, value: Checkpoint) -> str | None:
+        outcome = applied(previous, value)
+        if isinstance(outcome, str):
+            self.stale_records += 1
+            return outcome
+        return None
+
+    def merge(self, key: str, previous: Checkpoint | None, value: Checkpoint) -> Checkpoint:
+        outcome = applied(previous, value)
+        assert not isinstance(outcome, str)  # accept() refused it otherwise
+        return outcome
 
     def of(self, namespace: str, group: str, partition: int) -> Checkpoint | None:
         return self.get(checkpoint_key(namespace, group, partition))

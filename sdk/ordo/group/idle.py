@@ -35,6 +35,15 @@ class IdleClock:
         if self.last_active is not None:
             self.last_active = max(self.last_active, now)
 
+    def change_limit(self, limit: float, now: float) -> None:
+        """A new ``maxIdleSeconds`` from the group's settings. A longer one applies at once; a
+        shorter one counts from when the member took it: the member was idle within the old
+        limit, and stepping out for the change itself would move its partitions for nothing. So
+        the deadline becomes the earlier of the old one and ``now + limit``."""
+        if self.last_active is not None and limit < self.limit:
+            self.last_active = min(self.last_active + self.limit - limit, max(self.last_active, now))
+        self.limit = limit
+
     def left(self, now: float) -> float | None:
         """Seconds until the limit (<= 0: past it), or None while the clock does not run."""
         if self.last_active is None:

@@ -29,6 +29,7 @@ from ..protocol import (
     ProtocolError,
     lease_name,
 )
+from .lapse import LeaseClock
 
 __all__ = ["Membership"]
 
@@ -46,7 +47,11 @@ class Membership:
     watch thread with every newer assignment (None when the annotation is removed), ``on_lost``
     when the Lease could not be renewed within the session (the member must stop producing).
     Once the Lease is held again (renewed after a loss, or ``step_in``), the current assignment
-    is applied again: the member dropped what it owned meanwhile."""
+    is applied again: the member dropped what it owned meanwhile.
+
+    ``clock`` says until when the Lease can be counted on; past it (the process was stopped, or
+    the API was away) the first of ``lapsed()``'s callers, or the next renewal, calls
+    ``on_lost`` before anything else: a woken member gives its partitions up before it renews."""
 
     def __init__(
         self,
@@ -67,7 +72,8 @@ class Membership:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._renew_now = threading.Event()
-        self._last_renewed = time.monotonic()
+        self.clock = LeaseClock()
+        self._lapse_lock = threading.Lock()  # one caller gives everything up; the others wait for it
         self._lost = False
         self._holding = True  # False while stepped out: the Lease names no holder
         self._generation = -1
@@ -108,6 +114,25 @@ class Membership:
     def lost(self) -> bool:
         return self._lost
 
+    def lapsed(self) -> bool:
+        """Whether the Lease may have expired under this member (``clock``). The first caller to
+        see it calls ``on_lost``; every caller returns only once that is done."""
+        if not self.clock.lapsed(time.monotonic()):
+            return False
+        with self._lapse_lock:
+            if not self.clock.lapsed(time.monotonic()):
+                return False  # renewed meanwhile, by the caller that gave everything up
+            if not self._lost:
+                _log.error(
+                    "member %s: its Lease was last renewed too long ago for the session (%gs); "
+                    "its partitions may have moved: giving them up",
+                    self.pod,
+                    self._session,
+                )
+                self._lost = True
+                self._on_lost()
+        return True
+
     def step_out(self) -> None:
         """Give the Lease up (no holder) but stay: acknowledgements go on, renewals stop, so the
         operator counts this member gone and moves its partitions at once."""
@@ -140,24 +165,29 @@ class Membership:
     def _renew(self) -> None:
         with self._lock:
             holding = self._holding
-        self._write_lease(holder=self.pod if holding else None)
-        if not holding:
+        if holding:
+            self.lapsed()  # after a lapse, the partitions are given up before the Lease is taken again
+        started = time.monotonic()
+        session = self._write_lease(holder=self.pod if holding else None)
+        if not holding or session is None:
             return
-        self._last_renewed = time.monotonic()
-        if self._lost:
+        with self._lapse_lock:
+            self.clock.renewed(started, session)
+            lost, self._lost = self._lost, False
+        if lost:
             _log.warning("member %s: its Lease is renewed again; taking its assignment again", self.pod)
-            self._lost = False
             self._reapply()
 
     def _reapply(self) -> None:
         """The watch's next listing (within WATCH_SECONDS) applies the current assignment again."""
         self._generation = -1
 
-    def _write_lease(self, holder: str | None) -> None:
+    def _write_lease(self, holder: str | None) -> float | None:
+        """Write the Lease; returns the session it was written under (None: not written)."""
         name = lease_name(self.pod)
         with self._lock:
             if holder is not None and self._stop.is_set():
-                return  # released meanwhile: a late renewal must not take the Lease back
+                return None  # released meanwhile: a late renewal must not take the Lease back
             session = self._session
             acked = self._acked
             now = time.time()
@@ -186,7 +216,7 @@ class Membership:
                     else:
                         body["metadata"]["resourceVersion"] = self._lease.metadata.resource_version
                         self._lease = self._leases.replace_namespaced_lease(name, self.namespace, body)  # type: ignore[arg-type]
-                    return
+                    return session
                 except ApiException as error:
                     if error.status == 409 and attempt < 2:  # exists already, or changed: adopt it
                         self._lease = self._leases.read_namespaced_lease(name, self.namespace)
@@ -194,6 +224,7 @@ class Membership:
                         self._lease = None
                     else:
                         raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _renew_loop(self) -> None:
         while not self._stop.is_set():
@@ -210,12 +241,9 @@ class Membership:
                 continue  # stepped out: nothing to renew
             try:
                 self._renew()
-            except Exception as error:  # the API is away: keep trying until the session ends
+            except Exception as error:  # the API is away: keep trying; past the clock, stop
                 _log.warning("member %s: cannot renew its Lease: %s", self.pod, error)
-                if session and time.monotonic() - self._last_renewed > session * 0.8 and not self._lost:
-                    _log.error("member %s: Lease not renewed within its session: stopping", self.pod)
-                    self._lost = True
-                    self._on_lost()
+                self.lapsed()
 
     # -- downlink ----------------------------------------------------------------------------
 

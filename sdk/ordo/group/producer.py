@@ -25,16 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client import ApiClient
 
 from .._clients import drain, logged
 from ..epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
-from ..errors import ConfigError, NotOwnedError, ProducerClosedError, TransactionScopeError
+from ..errors import ConfigError, DeliveryError, NotOwnedError, ProducerClosedError, TransactionScopeError
 from ..ordered_producer import OrderedProducer
-from ..protocol import GroupSettings, MemberAssignment, transactional_id
-from .checkpoints import DEFAULT_CHECKPOINT_TOPIC, CheckpointLog, ensure_checkpoint_topic
+from ..protocol import GroupSettings, MemberAssignment, checkpoint_key, transactional_id
+from .checkpoints import DEFAULT_CHECKPOINT_TOPIC, Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from .idle import IdleClock
 from .membership import Membership
 from .transaction import SourceTransaction
@@ -207,6 +207,7 @@ class GroupProducer:
 
     def transaction(self, source_partition: int) -> SourceTransaction:
         """Begin a unit of work for a source partition this member owns."""
+        self._ensure_lease()
         with self._lock:
             if self._closed:
                 raise ProducerClosedError("the GroupProducer is closed")
@@ -224,6 +225,7 @@ class GroupProducer:
                 slot.producer,
                 settings.exactly_once,
                 settings.checkpoint_topic,
+                self._membership.clock,
             )
             slot.open = tx
         if settings.exactly_once:
@@ -309,10 +311,14 @@ class GroupProducer:
         # The new owner's transactional producers are initialised (any transaction left open by
         # the previous owner is aborted), so the checkpoint topic can be read to its end now; also
         # when only kept partitions are left: the event shows their latest checkpoints too.
-        while (assigned or self.owned()) and not log.catch_up(settings.session_timeout_seconds):
-            if self._closed:
-                return
-            _log.warning("member %s: checkpoint topic not read to its end yet; waiting", self.pod)
+        if not self._read_checkpoints(log, settings, bool(assigned or self.owned())):
+            return
+        if assigned and not settings.exactly_once:
+            stale = self._take_over(assigned, generation, log, settings)
+            if stale is None:
+                return  # closed meanwhile
+            assigned = [p for p in assigned if p not in stale]
+            producers = {p: producer for p, producer in producers.items() if p not in stale}
         with self._lock:
             unused = dict(producers) if self._stepped_out else {}  # stepped out meanwhile
             for p, producer in producers.items():
@@ -333,12 +339,77 @@ class GroupProducer:
         if assignment is not None:
             self._membership.ack(assignment.generation)
 
+    def _read_checkpoints(self, log: CheckpointLog, settings: GroupSettings, needed: bool) -> bool:
+        """Read the checkpoint topic to its end (if ``needed``); False if the member closed meanwhile."""
+        while needed and not log.catch_up(settings.session_timeout_seconds):
+            if self._closed:
+                return False
+            _log.warning("member %s: checkpoint topic not read to its end yet; waiting", self.pod)
+        return True
+
+    def _take_over(
+        self, partitions: list[int], generation: int, log: CheckpointLog, settings: GroupSettings
+    ) -> list[int] | None:
+        """At-least-once: nothing fences the previous owners, so before its first unit the member
+        writes a takeover record per partition in its generation and reads the topic through
+        them: whatever a previous owner wrote before them it continues from; whatever after, every
+        reader refuses (older generation). Returns the partitions a newer generation already holds
+        (this assignment is stale; a newer one follows), or None if the member closed meanwhile."""
+        read = {p: log.of(self.namespace, self.group, p) for p in partitions}
+        claims = {p: Checkpoint.takeover_of(read[p], self.pod, generation) for p in partitions}
+        self._write_checkpoints(claims, settings)
+        if not self._read_checkpoints(log, settings, True):
+            return None
+        stale: list[int] = []
+        moved: dict[int, Checkpoint] = {}  # a checkpoint landed between the first read and the claim
+        for p in partitions:
+            now = log.of(self.namespace, self.group, p)
+            if now is None or now.generation > generation:
+                stale.append(p)
+            elif now.checkpoint is not None and now.checkpoint != claims[p].checkpoint:
+                # written again as this member's own: once compaction removes what came before
+                # the claim, a reader finding the claim alone restarts from the same point
+                moved[p] = Checkpoint.now(now.checkpoint, self.pod, generation)
+        if moved:
+            self._write_checkpoints(moved, settings)
+        if stale:
+            _log.warning(
+                "member %s: source partitions %s are held by a newer generation than %d; not taking them",
+                self.pod,
+                stale,
+                generation,
+            )
+        return stale
+
+    def _write_checkpoints(self, records: Mapping[int, Checkpoint], settings: GroupSettings) -> None:
+        """Write checkpoint records on the member's idempotent producer (at-least-once) and wait
+        for each to be acknowledged; DeliveryError otherwise (the assignment is applied again)."""
+        assert self._shared is not None  # opened for the partitions taken
+        raw = self._shared.raw
+        outcome: list[KafkaError | None] = []
+        for p, record in records.items():
+            key = checkpoint_key(self.namespace, self.group, p)
+            raw.produce(
+                settings.checkpoint_topic,
+                record.encode(),
+                key,
+                0,
+                on_delivery=lambda e, _m: outcome.append(e),
+            )
+        raw.flush(settings.session_timeout_seconds)
+        failed = [error for error in outcome if error is not None]
+        if failed or len(outcome) < len(records):
+            raise DeliveryError(
+                f"member {self.pod}: checkpoint records of source partitions {sorted(records)} were not "
+                f"written ({failed[0] if failed else 'timed out'}); the assignment is applied again"
+            )
+
     def _adopt(self, settings: GroupSettings) -> CheckpointLog:
         """Take the group's settings: the timeouts at once; the mode and the checkpoint topic by
         opening the checkpoint reader (and dropping the producers of the old ones: the caller
         handed their partitions back first)."""
         with self._lock:
-            self._idle.limit = settings.max_idle_seconds
+            self._idle.change_limit(settings.max_idle_seconds, time.monotonic())
             self._lock.notify_all()  # the idle watch computes its deadline again
         log = self._checkpoints
         if self._settings is not None and log is not None and settings.same_producers(self._settings):
@@ -498,7 +569,19 @@ class GroupProducer:
             )
         return slot
 
+    def _ensure_lease(self) -> None:
+        """Raise NotOwnedError once the Lease may have expired under this member (its process
+        was stopped past the session): the partitions are given up first (``Membership.lapsed``),
+        so nothing more of them is produced, whatever moved them meanwhile."""
+        if self._membership.lapsed():
+            raise NotOwnedError(
+                f"member {self.pod}: its Lease was not renewed within the session, so its source "
+                "partitions may belong to another member now; it gave them up (a later event "
+                "assigns them again if they are still its own)"
+            )
+
     def _check_still_owned(self, partition: int, tx: SourceTransaction) -> None:
+        self._ensure_lease()
         with self._lock:
             slot = self._slots.get(partition)
             if slot is None or slot.open is not tx:

@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from ..errors import CheckpointError, DeliveryError, NotOwnedError, ProducerFencedError, TransactionScopeError
 from ..protocol import checkpoint_key
 from .checkpoints import Checkpoint
+from .lapse import LeaseClock
 
 if TYPE_CHECKING:
     from ..ordered_producer import OrderedProducer
@@ -35,6 +36,8 @@ class _Member(Protocol):
     group: str
 
     def _check_still_owned(self, partition: int, tx: SourceTransaction) -> None: ...
+
+    def _ensure_lease(self) -> None: ...
 
     def _transaction_ended(self, partition: int, tx: SourceTransaction, committed: bool) -> None: ...
 
@@ -61,6 +64,7 @@ class SourceTransaction:
         producer: OrderedProducer,
         exactly_once: bool,
         checkpoint_topic: str,
+        lease: LeaseClock,
     ) -> None:
         self.partition = partition
         self.generation = generation
@@ -73,6 +77,7 @@ class SourceTransaction:
         self._failed: list[KafkaError] = []
         self._acked = threading.Condition()
         self._withdrawn: str | None = None  # why the member took the partition away mid-unit
+        self._lease = lease  # at-least-once: read before every record (nothing else fences it)
         if exactly_once:
             # While the unit is open, a plain keyed record goes from the caller to librdkafka in one
             # C call (a Python frame here cost 0.55 µs per record, measured); every other call, and
@@ -118,6 +123,8 @@ class SourceTransaction:
             except KafkaException as error:
                 raise self._failure(error) from error
             return
+        if time.monotonic() > self._lease.valid_until:
+            self._group._ensure_lease()  # a member woken past its session: raises NotOwnedError
         callback = self._counting(on_delivery)
         with self._acked:
             self._outstanding += 1
@@ -154,6 +161,9 @@ class SourceTransaction:
                 f"{len(self._failed)} record(s) of source partition {self.partition} were not delivered "
                 f"(first: {self._failed[0]}); the checkpoint was not written: produce them again"
             )
+        # again, last thing before the checkpoint is handed over: waiting for the acks may have
+        # outlasted the Lease (a process stopped there wakes here)
+        self._check_open()
         outcome: list[KafkaError | None] = []
         raw.produce(self._checkpoint_topic, record, key, 0, on_delivery=lambda e, _m: outcome.append(e))
         raw.flush(timeout)

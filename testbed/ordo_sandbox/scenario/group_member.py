@@ -3,7 +3,8 @@
 Source partition p holds records 0..N-1; the member writes them in units of ``--batch`` records,
 each unit committed with the checkpoint "next record to copy", so a restarted or new owner
 continues where the last committed unit ended. Records are keyed ``src-<p>`` (one Kafka partition
-per source partition) with value ``{"p": p, "seq": i, "member": pod}``. Prints one JSON line per
+per source partition) with value ``{"p": p, "seq": i, "member": pod, "generation": g}`` (the
+assignment generation the unit was opened under). Prints one JSON line per
 rebalance event; SIGTERM closes the member (releasing its Lease). With ``--hang-at``, the copy loop
 hangs once, inside the unit that would copy that record, before committing it (the Lease thread
 goes on: only ``maxIdleSeconds`` notices).
@@ -76,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     with member.transaction(p) as tx:
                         for seq in range(start, end):
-                            value = json.dumps({"p": p, "seq": seq, "member": pod})
+                            value = json.dumps(
+                                {"p": p, "seq": seq, "member": pod, "generation": tx.generation}
+                            )
                             tx.produce(args.topic, value.encode(), f"src-{p}".encode())
                         if hang_at is not None and start <= hang_at < end:
                             hang_at = None

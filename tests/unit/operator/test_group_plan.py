@@ -139,3 +139,18 @@ def test_status_lists_the_first_thousand_source_partitions_so_it_fits_an_object(
     assert len(rows) == STATUS_PARTITION_ROWS and rows[-1]["partition"] == STATUS_PARTITION_ROWS - 1
     # listing all took about 12 MB here (1.2 MB at 10,000), against etcd's 1.5 MiB per object
     assert len(json.dumps(rows)) < 200_000
+
+
+def test_generations_go_above_what_the_groups_checkpoints_carry() -> None:
+    """Checkpoint readers refuse a checkpoint of an older generation than one they have seen, and
+    the checkpoint topic outlives a group deleted and created again: its generations start above."""
+    first = plan_group("g", SPEC, [_pod("a")], {"a": _lease("a")}, NOW, 0, checkpointed=57)
+    assert first.generation == 58 and first.writes["a"].partitions == (0, 1, 2, 3)
+    # a group numbered below its checkpoints before (an older operator): every member again, above
+    pods = [_pod("a", _owned((0, 1), generation=3)), _pod("b", _owned((2, 3), generation=3))]
+    leases = {"a": _lease("a", acked=3), "b": _lease("b", acked=3)}
+    restamped = plan_group("g", SPEC, pods, leases, NOW, 3, checkpointed=57)
+    assert restamped.generation == 58
+    assert {pod: a.partitions for pod, a in restamped.writes.items()} == {"a": (0, 1), "b": (2, 3)}
+    ordinary = plan_group("g", SPEC, pods, leases, NOW, 3, checkpointed=3)
+    assert ordinary.writes == {} and ordinary.settled, "its own checkpoints never renumber a group"
