@@ -1,5 +1,6 @@
-"""Launchers: the Apache Kafka broker (single-node KRaft, one JVM), the fault proxy in front of
-it on a background thread, and both together (:class:`KafkaTestbed`)."""
+"""Launchers: the Apache Kafka broker (one KRaft node in one JVM: a single-node cluster alone, or
+a member of :class:`~ordo_testbed.kafka.cluster.KafkaCluster`), the fault proxy in front of it on a
+background thread, and both together (:class:`KafkaTestbed`)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,18 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from aiohttp import web
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from ordo_testbed.children import die_with_parent
-from ordo_testbed.kafka import jars, wire
+from ordo_testbed.kafka import jars
 from ordo_testbed.kafka.control import start_control
 from ordo_testbed.kafka.faults import FaultSet
+from ordo_testbed.kafka.oneshot import probe
 from ordo_testbed.kafka.proxy import FaultProxy
 
 T = TypeVar("T")
@@ -32,10 +34,9 @@ HOST = "127.0.0.1"
 HEAP = os.environ.get("ORDO_KAFKA_HEAP", "768m")
 
 # One node for everything, sized for 2 cores beside Spark, and quick to react for tests. Every
-# other setting is Kafka's own default.
+# other setting is Kafka's own default. (The replicated cluster starts from these too.)
 BROKER_SETTINGS: dict[str, str] = {
     "process.roles": "broker,controller",
-    "node.id": "1",
     "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "BROKER",
     "listener.security.protocol.map": "BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT",
@@ -88,116 +89,148 @@ def free_port(host: str = HOST) -> int:
         return port
 
 
-def probe(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True once something at host:port answers an ApiVersions request like a Kafka broker (a
-    KRaft broker answers only once it has caught up with the metadata and is unfenced)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            request = ApiVersionsRequest(client_software_name="ordo-probe", client_software_version="0")
-            sock.sendall(wire.frame(wire.encode_request(request, 1)))
-            header = _recv_exact(sock, 4)
-            size = int.from_bytes(header, "big", signed=True)
-            return wire.peek_correlation(_recv_exact(sock, size)) == 1
-    except OSError:
-        return False
+@dataclass(frozen=True)
+class Ports:
+    """A node's three listeners: ``client`` (what clients are told), ``broker`` (inter-broker,
+    and direct clients) and ``controller`` (the KRaft quorum)."""
 
+    client: int = 0
+    broker: int = 0
+    controller: int = 0
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise ConnectionError("closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    @classmethod
+    def free(cls, pick: Callable[[], int] = free_port) -> Ports:
+        return cls(pick(), pick(), pick())
 
 
 class KafkaBroker:
-    """Apache Kafka in KRaft mode, broker and controller in one JVM, on 127.0.0.1.
+    """One Apache Kafka KRaft node, broker and controller in one JVM, on 127.0.0.1.
 
     Listeners: ``BROKER`` (inter-broker; also direct clients: :attr:`direct_bootstrap`),
     ``CONTROLLER``, and ``CLIENT``, which advertises ``advertised`` (the fault proxy's address)
     so every client that bootstraps through the proxy keeps talking through it.
     ``data_dir``: the log directory, kept across restarts; None: a temporary one.
+    ``node_id`` and ``settings``: a member of a larger cluster (``KafkaCluster``) has its own.
     """
 
-    def __init__(self, data_dir: Path | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        log_path: Path | None = None,
+        *,
+        node_id: int = 1,
+        settings: Mapping[str, str] = BROKER_SETTINGS,
+        heap: str = HEAP,
+    ) -> None:
         self._owned_dir: str | None = None
         if data_dir is None:
             self._owned_dir = tempfile.mkdtemp(prefix="ordo-kafka-")
             data_dir = Path(self._owned_dir)
         self.data_dir = data_dir
         self.log_path = log_path or data_dir / "broker.log"
-        self.client_port = 0
-        self.broker_port = 0
+        self.node_id = node_id
+        self.heap = heap
+        self._base_settings = dict(settings)
+        self.ports = Ports()
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+
+    @property
+    def client_port(self) -> int:
+        return self.ports.client
+
+    @property
+    def broker_port(self) -> int:
+        return self.ports.broker
 
     @property
     def direct_bootstrap(self) -> str:
         return f"{HOST}:{self.broker_port}"
 
-    def settings(self, advertised: str, controller_port: int) -> dict[str, str]:
+    @property
+    def voter(self) -> str:
+        """This node in ``controller.quorum.voters``."""
+        return f"{self.node_id}@{HOST}:{self.ports.controller}"
+
+    def settings(self, advertised: str, voters: str) -> dict[str, str]:
         return {
-            **BROKER_SETTINGS,
-            "listeners": f"BROKER://{HOST}:{self.broker_port},CONTROLLER://{HOST}:{controller_port},"
+            **self._base_settings,
+            "node.id": str(self.node_id),
+            "listeners": f"BROKER://{HOST}:{self.broker_port},CONTROLLER://{HOST}:{self.ports.controller},"
             f"CLIENT://{HOST}:{self.client_port}",
             "advertised.listeners": f"BROKER://{HOST}:{self.broker_port},CLIENT://{advertised}",
-            "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+            "controller.quorum.voters": voters,
             "log.dirs": str(self.data_dir / "logs"),
         }
 
     def start(
         self, advertised: str | None = None, ready: Callable[[], bool] | None = None, timeout: float = 90.0
     ) -> KafkaBroker:
-        """Start on free ports and wait until ``ready()`` (a probe through whatever fronts the
-        CLIENT listener; None: a probe of the broker itself) is true; ``advertised``: the CLIENT
-        listener's address for clients (None: itself). Retries with other ports if one was taken
-        meanwhile. Alone (no proxy), clients use :attr:`direct_bootstrap`."""
-        classpath = jars.classpath()
-        if ready is None:
-            ready = lambda: probe(HOST, self.broker_port)  # noqa: E731
+        """Start alone (a single-node cluster) on free ports and wait until ``ready()`` (a probe
+        through whatever fronts the CLIENT listener; None: a probe of the broker itself) is true;
+        ``advertised``: the CLIENT listener's address for clients (None: itself). Retries with
+        other ports if one was taken meanwhile. Alone (no proxy), clients use
+        :attr:`direct_bootstrap`."""
         for _ in range(5):
-            self.client_port, self.broker_port, controller = free_port(), free_port(), free_port()
-            settings = self.settings(advertised or f"{HOST}:{self.client_port}", controller)
-            if self._spawn(classpath, settings, ready, timeout):
+            self.ports = Ports.free()
+            self.launch(self.settings(advertised or f"{HOST}:{self.client_port}", self.voter))
+            if self.await_ready(ready, timeout):
                 return self
         raise RuntimeError(f"Kafka did not start (log: {self.log_path})")
 
-    def _spawn(
-        self, classpath: str, settings: dict[str, str], ready: Callable[[], bool], timeout: float
-    ) -> bool:
+    def launch(self, settings: Mapping[str, str]) -> None:
+        """Start the JVM with ``settings`` (from :meth:`settings`) and return at once; the log
+        directory is formatted on first use."""
+        classpath = jars.classpath()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         properties = self.data_dir / "server.properties"
         properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         logs = Path(settings["log.dirs"])
         if not (logs / "meta.properties").exists():
             logs.mkdir(parents=True, exist_ok=True)
-            template = jars.formatted_template(properties)
+            template = jars.formatted_template(properties, self.node_id)
             for name in ("meta.properties", "bootstrap.checkpoint"):
                 shutil.copy(template / name, logs / name)
         log4j = self.data_dir / "log4j2.yaml"
         log4j.write_text(_LOG4J2)
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [jars.java(), f"-Xmx{HEAP}", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            [jars.java(), f"-Xmx{self.heap}", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
              "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
              "-cp", classpath, "kafka.Kafka", str(properties)],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C in the terminal must not reach it before we stop it
             preexec_fn=die_with_parent,
         )  # fmt: skip
+
+    def await_ready(self, ready: Callable[[], bool] | None = None, timeout: float = 90.0) -> bool:
+        """Wait until ``ready()`` (None: the broker answers on its own port). False, with the
+        process stopped, when it exits first (e.g. a port was taken meanwhile) or in ``timeout``."""
+        if ready is None:
+            ready = lambda: probe(HOST, self.broker_port)  # noqa: E731
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if self.process is None or self.process.poll() is not None:
                 self._close_log()
-                return False  # e.g. a port was taken meanwhile
+                return False
             if ready():
                 return True
             time.sleep(0.05)
-        self.stop()
+        self.kill()
         return False
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine that loses power: no controlled shutdown, the log directory
+        stays as it was (the next start recovers it)."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self._close_log()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Controlled shutdown (SIGTERM); killed if it takes longer than ``timeout``."""

@@ -2,7 +2,9 @@
 
 One Apache Kafka broker per test session, behind the fault proxy. ``ORDO_TEST_BOOTSTRAP=host:port``
 runs the same tests against that Kafka instead: no proxy, no faults (fault tests skip themselves
-through ``kafka.require_faults()``).
+through ``kafka.require_faults()``). Tests that kill brokers take ``replicated_kafka``: a
+3-broker cluster of the testbed's own (``kafka_cluster``, started on first use, one per session;
+skipped with ``ORDO_TEST_BOOTSTRAP``).
 """
 
 from __future__ import annotations
@@ -17,12 +19,22 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from ordo._clients import logged
 from ordo._partitions import await_served
 from ordo.group_protocol import GROUP_PROTOCOLS
 from ordo_testbed.kafka.broker import KafkaTestbed
+from ordo_testbed.kafka.cluster import KafkaCluster
 from ordo_testbed.kafka.faults import FaultSet
 
-__all__ = ["KafkaHandle", "group_protocol", "kafka", "kafka_testbed", "unique_topic"]
+__all__ = [
+    "KafkaHandle",
+    "group_protocol",
+    "kafka",
+    "kafka_cluster",
+    "kafka_testbed",
+    "replicated_kafka",
+    "unique_topic",
+]
 
 BOOTSTRAP_ENV = "ORDO_TEST_BOOTSTRAP"
 
@@ -33,6 +45,7 @@ class KafkaHandle:
     admin: AdminClient
     testbed: KafkaTestbed | None
     _topic: Callable[[str], str] = field(repr=False)
+    cluster: KafkaCluster | None = None  # the replicated cluster: brokers to kill
 
     @property
     def faults(self) -> FaultSet:
@@ -47,7 +60,7 @@ class KafkaHandle:
 
     def require_faults(self) -> None:
         if self.testbed is None:
-            pytest.skip(f"fault injection needs the testbed proxy ({BOOTSTRAP_ENV} is set)")
+            pytest.skip(f"fault injection needs the testbed proxy (this Kafka has none: {self.bootstrap})")
 
     def config(self, **extra: Any) -> dict[str, Any]:
         """Client config for this broker; keyword names use '_' for '.'."""
@@ -105,6 +118,29 @@ def kafka(kafka_testbed: KafkaTestbed | None, unique_topic: Callable[[str], str]
     finally:
         if kafka_testbed is not None:
             kafka_testbed.faults.clear()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    if os.environ.get(BOOTSTRAP_ENV):
+        pytest.skip(
+            f"the replicated cluster's tests kill its brokers: the testbed's own only ({BOOTSTRAP_ENV})"
+        )
+    with KafkaCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def replicated_kafka(
+    kafka_cluster: KafkaCluster, unique_topic: Callable[[str], str]
+) -> Iterator[KafkaHandle]:
+    """A handle on the 3-broker cluster (no fault proxy); afterwards every broker runs and is in
+    sync again, whatever the test killed."""
+    admin = AdminClient(logged({"bootstrap.servers": kafka_cluster.bootstrap}))
+    try:
+        yield KafkaHandle(kafka_cluster.bootstrap, admin, None, unique_topic, cluster=kafka_cluster)
+    finally:
+        kafka_cluster.heal()
 
 
 @pytest.fixture(params=GROUP_PROTOCOLS)

@@ -81,17 +81,18 @@ def _resolve(target: Path) -> None:
     partial.replace(target)
 
 
-def formatted_template(properties: Path) -> Path:
-    """A storage directory formatted once (``meta.properties`` + ``bootstrap.checkpoint``) for
-    node 1 with a static controller quorum, so no listener address is written into it."""
-    template = cache_dir() / "formatted"
+def formatted_template(properties: Path, node_id: int = 1) -> Path:
+    """A storage directory formatted once per node id (``meta.properties`` + ``bootstrap.checkpoint``)
+    with a static controller quorum, so no listener address is written into it: every cluster of
+    the testbed has the same id, and each node its own directory id."""
+    template = cache_dir() / ("formatted" if node_id == 1 else f"formatted-node-{node_id}")
     path = classpath()  # before the lock: flock is per open file, so taking it twice deadlocks
     with _locked(cache_dir() / ".lock"):
         if not (template / "meta.properties").exists():
-            partial = cache_dir() / "formatting"
+            partial = cache_dir() / f"formatting-{node_id}"
             shutil.rmtree(partial, ignore_errors=True)
             text = properties.read_text()
-            config = cache_dir() / "format.properties"
+            config = cache_dir() / f"format-{node_id}.properties"
             config.write_text(_with_log_dir(text, partial))
             result = subprocess.run(
                 [java(), "-cp", path, "kafka.tools.StorageTool", "format",
