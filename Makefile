@@ -68,7 +68,7 @@ chaos: $(STAMP)
 soak: $(STAMP)
 	ORDO_SOAK=1 ORDO_CHAOS_SECONDS=$${ORDO_CHAOS_SECONDS:-1800} ORDO_CHAOS_REPORT=chaos-report.jsonl \
 	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/testbed/test_faults_handoff.py \
-	  tests/testbed/test_expansion_crash.py
+	  tests/testbed/test_expansion_crash.py tests/testbed/test_expansion_delete.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

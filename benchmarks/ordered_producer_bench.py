@@ -18,6 +18,7 @@ from collections.abc import Callable
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ordo._clients import bounded_delivery
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer
@@ -93,7 +94,9 @@ def run() -> list[Result]:
         admin.create_topics([NewTopic("bench", 12)])["bench"].result(10)
         writer = EpochLogWriter(config)
         writer.write(EpochHistory.initial("bench", 12))
-        raw = Producer({**config, "partitioner": "murmur2_random"})
+        # the raw side with the delivery guarantees OrderedProducer defaults to (idempotence on,
+        # bounded message timeout), so only the partitioning and the fence are compared
+        raw = Producer({**config, **bounded_delivery(config)[0], "partitioner": "murmur2_random"})
         ordo = OrderedProducer(config)
         sides: dict[str, tuple[Produce, Callable[[], object]]] = {
             "ordo": (lambda t, v, k: ordo.produce(t, v, key=k), lambda: ordo.flush(60)),

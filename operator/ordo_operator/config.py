@@ -26,6 +26,10 @@ class OperatorConfig:
     """How long one Kafka admin request (metadata, end offsets, CreatePartitions) may take."""
     partitions_check_seconds: float = 60.0
     """How often a completed expansion checks that its topic has no partitions added outside ordo."""
+    straggler_margin_seconds: float = 5.0
+    """A fence waits for a producer that fell silent until its session and delivery timeout have
+    passed since its last report, and this much more: for a Produce request the network delivers
+    after the client gave up on it (docs/reliability.md)."""
     max_workers: int = 1_024
     """Threads for kopf's synchronous handlers. Each ProducerGroup and each expansion in flight
     holds one for as long as it lives (its daemon), and the pod and Lease events that wake groups
@@ -49,5 +53,6 @@ class OperatorConfig:
             max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
             kafka_timeout_seconds=float(env.get("ORDO_KAFKA_TIMEOUT_SECONDS", "15")),
             partitions_check_seconds=float(env.get("ORDO_PARTITIONS_CHECK_SECONDS", "60")),
+            straggler_margin_seconds=float(env.get("ORDO_STRAGGLER_MARGIN_SECONDS", "5")),
             max_workers=int(env.get("ORDO_MAX_WORKERS", "1024")),
         )

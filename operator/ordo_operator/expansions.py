@@ -7,8 +7,9 @@ and only then performs its effect, so a killed operator resumes from status and 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from .plans.expansion import (
     World,
     next_history,
     partitions_in_sync,
+    plan_deletion,
     plan_expansion,
 )
 
@@ -98,12 +100,18 @@ def _conditions(existing: list[Any], step: Step, generation: int | None) -> list
 
 
 def _world(
-    side: KafkaSide, topic: str, settings: OperatorConfig, other: str | None, started: float | None
+    side: KafkaSide,
+    topic: str,
+    settings: OperatorConfig,
+    other: str | None,
+    started: float | None,
+    state: ExpansionState,
 ) -> World:
     producers = {
         pid: ProducerView(fenced_epoch=r.fenced.get(topic), partitioner=r.partitioner)
         for pid, r in side.live_producers(topic).items()
     }
+    fencing = state.phase == ExpansionPhase.FENCING and state.epoch is not None
     return World(
         topic_partitions=side.partition_count(topic),
         history=side.epochs.history(topic),
@@ -111,6 +119,7 @@ def _world(
         other_expansion=other,
         max_partitions=settings.max_partitions,
         fencing_seconds=time.time() - started if started else 0.0,
+        stragglers=side.stragglers(topic, state.epoch or 0) if fencing else {},
     )
 
 
@@ -189,6 +198,83 @@ def register(settings: OperatorConfig) -> None:
         expansions_by_topic: kopf.Index[str, tuple[str, str, str, str]],
         **_: Any,
     ) -> None:
+        if meta.get("deletionTimestamp"):
+            return  # being deleted: undo_on_delete decides what is left to do
+        driver = _ExpansionDriver.start(settings, namespace, name, body, meta)
+        while driver is not None and not stopped:
+            wait = driver.step(expansions_by_topic)
+            if wait is None:
+                return
+            if wait.on_registry:
+                driver.side.registry.wait_for_change(wait.seconds)  # an acknowledgement wakes us at once
+            else:
+                stopped.wait(wait.seconds)
+
+    @kopf.on.delete(API_GROUP, VERSION, PLURAL, id="undo_on_delete")  # type: ignore[arg-type]
+    @metrics.count_errors
+    def undo_on_delete(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
+        _undo(settings, namespace, name, body)
+
+
+@dataclass(frozen=True)
+class _Wait:
+    seconds: float
+    on_registry: bool = False
+    """Fencing: a producer's report ends the wait early."""
+
+
+class _Guard:
+    """One expansion's passes and its deletion exclude each other: once the delete handler has
+    undone the expansion, no pass of a daemon still running may fence again."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.deleted = False
+
+
+_guards: dict[str, _Guard] = {}
+_guards_lock = threading.Lock()
+
+
+def _guard(key: str) -> _Guard:
+    with _guards_lock:
+        return _guards.setdefault(key, _Guard())
+
+
+class _ExpansionDriver:
+    """The daemon's memory between passes; each ``step`` reads the world, asks the planner, records
+    the step in status and only then applies it."""
+
+    def __init__(
+        self,
+        settings: OperatorConfig,
+        namespace: str,
+        name: str,
+        body: kopf.Body,
+        meta: dict[str, Any],
+        resource: OrderedTopicExpansion,
+        side: KafkaSide,
+    ) -> None:
+        self.settings, self.namespace, self.name, self.body = settings, namespace, name, body
+        self.resource, self.spec, self.side = resource, resource.spec, side
+        self.me, self.created = f"{namespace}/{name}", meta.get("creationTimestamp", "")
+        self.guard = _guard(self.me)
+        self.status = dict(body.get("status") or {})
+        self.state = _state(self.status)
+        self.started: float | None = _parse_time(self.status.get("startedAt"))
+        # an expansion begun by an operator that fenced first has startedAt only: that was the fence
+        self.fenced = _parse_time(self.status.get("fencedAt")) or (
+            self.started if self.state.phase in _FENCED else None
+        )
+        self.last_reason = self.status.get("reason")
+        self.begun = time.time()
+        self.timer = metrics.ExpansionTimer()
+
+    @classmethod
+    def start(
+        cls, settings: OperatorConfig, namespace: str, name: str, body: kopf.Body, meta: dict[str, Any]
+    ) -> _ExpansionDriver | None:
+        """A driver, or None when there is nothing to drive (ended, or refused with a status)."""
         try:
             resource = OrderedTopicExpansion.model_validate(dict(body))
         except ValidationError as error:  # what the CRD schema cannot check, e.g. credentials in config
@@ -197,72 +283,119 @@ def register(settings: OperatorConfig) -> None:
             message = f"{where}: {first['msg']}; nothing was changed"
             patch_status(PLURAL, namespace, name, {"phase": ExpansionPhase.FAILED.value, "message": message})
             kopf.event(body, type="Warning", reason="InvalidSpec", message=message)
-            return
-        spec, status = resource.spec, dict(body.get("status") or {})
-        state = _state(status)
-        if state.phase in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
-            return
-        me, created = f"{namespace}/{name}", meta.get("creationTimestamp", "")
+            return None
+        status = dict(body.get("status") or {})
+        if _state(status).phase in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
+            return None
         try:
-            side = clients_for(kafka_config(spec.kafka, namespace, settings), settings)
+            side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
         except KafkaConnectionError as error:
             step = Step(ExpansionState(ExpansionPhase.FAILED), None, "InvalidKafkaConnection", str(error))
             _record(body, namespace, name, status, step, resource)
             metrics.ExpansionTimer().finish(step.state.phase.value)
-            return
-        started: float | None = _parse_time(status.get("startedAt"))
-        # an expansion begun by an operator that fenced first has startedAt only: that was the fence
-        fenced = _parse_time(status.get("fencedAt")) or (started if state.phase in _FENCED else None)
-        last_reason = status.get("reason")
-        begun = time.time()
-        timer = metrics.ExpansionTimer()
-        while not stopped:
-            other = _other_in_flight(expansions_by_topic, spec.topic, me, created)
-            try:
-                world = _world(side, spec.topic, settings, other, fenced)
-            except Exception as error:  # Kafka unreachable, a metadata request timed out, ...
-                last_reason = _retry(body, namespace, name, status, state, resource, "reading Kafka", error)
-                stopped.wait(RETRY_SECONDS)
-                continue
-            step = plan_expansion(spec.topic, spec.partitions, spec.fence_timeout_seconds, state, world)
-            timer.enter(step.state.phase.value)
-            now = time.time()
-            if step.state.phase != ExpansionPhase.PENDING and started is None:
-                started = now
-                status["startedAt"] = _format_time(started)
-            if step.state.phase == ExpansionPhase.FENCING and fenced is None:
-                fenced = now
-                status["fencedAt"] = _format_time(fenced)
-            if step.state.phase == ExpansionPhase.EXPANDING and state.phase == ExpansionPhase.FENCING:
-                status["fenceWaitSeconds"] = round(now - (fenced or now), 3)
-                metrics.record_fence(len(world.producers), status["fenceWaitSeconds"])
-            if step.terminal:
-                status["durationSeconds"] = round(now - (started or begun), 3)
-                if fenced is not None:
-                    status["pausedSeconds"] = round(now - fenced, 3)
-            if (step.state, step.reason) != (state, last_reason) or step.terminal:
-                _record(body, namespace, name, status, step, resource)  # recorded before the effect
-                last_reason = step.reason
-            crash_point(f"before:{step.effect}")
-            try:
-                state, note = _apply(side, spec.topic, step)
-            except Exception as error:  # the step was recorded: the next pass plans it again
-                state = step.state
-                last_reason = _retry(body, namespace, name, status, state, resource, str(step.effect), error)
-                stopped.wait(RETRY_SECONDS)
-                continue
-            if note is not None:
-                kopf.event(body, type="Normal", reason="TookEffect", message=note)
-            crash_point(f"after:{step.effect}")
-            if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
-                _record(body, namespace, name, status, Step(state, None, step.reason, step.message), resource)
-            if step.terminal:
-                timer.finish(step.state.phase.value)
-                return
-            if step.requeue and step.state.phase == ExpansionPhase.FENCING:
-                side.registry.wait_for_change(step.requeue)  # an acknowledgement wakes us at once
-            elif step.requeue:
-                stopped.wait(step.requeue)
+            return None
+        return cls(settings, namespace, name, body, meta, resource, side)
+
+    def step(self, index: kopf.Index[str, tuple[str, str, str, str]]) -> _Wait | None:
+        """One pass; how long to wait before the next, or None when the expansion ended (or was
+        deleted meanwhile)."""
+        with self.guard.lock:
+            if self.guard.deleted:
+                return None
+            return self._step(index)
+
+    def _step(self, index: kopf.Index[str, tuple[str, str, str, str]]) -> _Wait | None:
+        spec, status = self.spec, self.status
+        other = _other_in_flight(index, spec.topic, self.me, self.created)
+        try:
+            world = _world(self.side, spec.topic, self.settings, other, self.fenced, self.state)
+        except Exception as error:  # Kafka unreachable, a metadata request timed out, ...
+            self._retry("reading Kafka", error)
+            return _Wait(RETRY_SECONDS)
+        step = plan_expansion(spec.topic, spec.partitions, spec.fence_timeout_seconds, self.state, world)
+        self.timer.enter(step.state.phase.value)
+        now = time.time()
+        if step.state.phase != ExpansionPhase.PENDING and self.started is None:
+            self.started = now
+            status["startedAt"] = _format_time(now)
+        if step.state.phase == ExpansionPhase.FENCING and self.fenced is None:
+            self.fenced = now
+            status["fencedAt"] = _format_time(now)
+        if step.state.phase == ExpansionPhase.EXPANDING and self.state.phase == ExpansionPhase.FENCING:
+            status["fenceWaitSeconds"] = round(now - (self.fenced or now), 3)
+            metrics.record_fence(len(world.producers), status["fenceWaitSeconds"])
+        if step.terminal:
+            status["durationSeconds"] = round(now - (self.started or self.begun), 3)
+            if self.fenced is not None:
+                status["pausedSeconds"] = round(now - self.fenced, 3)
+        if (step.state, step.reason) != (self.state, self.last_reason) or step.terminal:
+            self._record(step)  # recorded before the effect
+            self.last_reason = step.reason
+        crash_point(f"before:{step.effect}")
+        try:
+            state, note = _apply(self.side, spec.topic, step)
+        except Exception as error:  # the step was recorded: the next pass plans it again
+            self.state = step.state
+            self._retry(str(step.effect), error)
+            return _Wait(RETRY_SECONDS)
+        self.state = state
+        if note is not None:
+            kopf.event(self.body, type="Normal", reason="TookEffect", message=note)
+        crash_point(f"after:{step.effect}")
+        if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
+            self._record(Step(state, None, step.reason, step.message))
+        if step.terminal:
+            self.timer.finish(step.state.phase.value)
+            return None
+        if step.requeue is None:
+            return _Wait(0.0)
+        return _Wait(step.requeue, on_registry=step.state.phase == ExpansionPhase.FENCING)
+
+    def _record(self, step: Step) -> None:
+        _record(self.body, self.namespace, self.name, self.status, step, self.resource)
+
+    def _retry(self, doing: str, error: Exception) -> None:
+        self.last_reason = _retry(
+            self.body, self.namespace, self.name, self.status, self.state, self.resource, doing, error
+        )
+
+
+def _undo(settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) -> None:
+    """The resource is being deleted: abort its epoch if it is still fencing (plan_deletion), then
+    let kopf remove ordo's finalizer. Idempotent: an operator killed in the middle does it again."""
+    guard = _guard(f"{namespace}/{name}")
+    with guard.lock:
+        guard.deleted = True  # a daemon pass that follows does nothing
+        status = dict(body.get("status") or {})
+        state = _state(status)
+        try:
+            resource = OrderedTopicExpansion.model_validate(dict(body))
+        except ValidationError:
+            return  # refused when created: it never fenced anything
+        topic = resource.spec.topic
+        try:
+            side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
+        except KafkaConnectionError:
+            return  # it could never reach Kafka: nothing was written
+        try:
+            if not side.epochs.catch_up(side.timeout):
+                raise TimeoutError(f"the epoch log is not read to its end: {side.epochs.describe()}")
+            step = plan_deletion(topic, state, side.epochs.history(topic))
+            crash_point("before:abort-on-delete")
+            if step.effect is not None:
+                side.write_history(next_history(step.effect, topic, side.epochs.history(topic), step.state))
+            crash_point("after:abort-on-delete")
+        except Exception as error:
+            metrics.record_error(metrics.error_kind(error))
+            message = f"undoing the deleted expansion failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
+            kopf.event(body, type="Warning", reason="Retrying", message=message)
+            raise kopf.TemporaryError(message, delay=RETRY_SECONDS) from error
+        _log.info("%s/%s: %s", namespace, name, step.message)
+        if step.reason != "Deleted":
+            kopf.event(body, type="Warning", reason=step.reason, message=step.message)
+            metrics.ExpansionTimer().finish(step.state.phase.value)
+    with _guards_lock:
+        _guards.pop(f"{namespace}/{name}", None)
 
 
 def _check_partitions(

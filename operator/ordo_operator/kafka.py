@@ -31,6 +31,7 @@ class KafkaSide:
         # which are not polled between calls, are served by a thread of their own
         self.config = {**config, "logger": _CLIENT_LOG}
         self.timeout = settings.kafka_timeout_seconds
+        self.straggler_margin = settings.straggler_margin_seconds
         self.admin = AdminClient(self.config)
         ensure_log_topics(self.admin, settings.epoch_topic, settings.registry_topic)
         self.epochs = EpochLog(self.config, settings.epoch_topic)
@@ -94,6 +95,12 @@ class KafkaSide:
         if not self.registry.catch_up(self.timeout):
             raise TimeoutError(f"the producer registry is not read to its end: {self.registry.describe()}")
         return self.registry.live(topic)  # by arrival here: a producer's own clock may be off
+
+    def stragglers(self, topic: str, epoch: int) -> Mapping[str, float]:
+        """Producers of ``topic`` silent without acknowledging ``epoch`` whose queued records may
+        still land, with the seconds left (call after ``live_producers``, which reads the registry
+        to its end)."""
+        return self.registry.stragglers(topic, epoch, self.straggler_margin)
 
     def _serve_logs(self) -> None:
         while not self._stop.wait(1.0):

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from . import expansions, producer_groups
+from . import expansions, finalizers, producer_groups
 from .config import OperatorConfig
 
 __all__ = ["register_all"]
@@ -21,6 +21,7 @@ def register_all(config: OperatorConfig) -> None:
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
             prefix="kopf.ordo.dev", key="last-handled-configuration"
         )
+        settings.persistence.finalizer = finalizers.FINALIZER
         settings.posting.level = logging.WARNING  # Events come from our handlers, not from every log line
         settings.watching.server_timeout = 60
         settings.networking.request_timeout = 30
@@ -28,3 +29,4 @@ def register_all(config: OperatorConfig) -> None:
 
     expansions.register(config)
     producer_groups.register(config)
+    finalizers.register([expansions.PLURAL, producer_groups.PLURAL])

@@ -30,11 +30,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from .errors import ConfigError
+
 __all__ = [
     "LIBRDKAFKA_LOGGER",
     "PRODUCER_ONLY",
     "BrokerErrors",
     "assign_known",
+    "bounded_delivery",
     "cluster_metadata",
     "consumer_side",
     "drain",
@@ -112,6 +115,41 @@ def quick_transaction_retries(config: Mapping[str, Any]) -> dict[str, Any]:
     if "transactional.id" not in config or {"retry.backoff.ms", "retry.backoff.max.ms"} & set(config):
         return dict(config)
     return {"retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS, **config}
+
+
+DELIVERY_TIMEOUT_MS = 30_000
+"""An OrderedProducer's ``message.timeout.ms`` unless the user sets one (librdkafka's is 300 s,
+the Java client's delivery.timeout.ms 120 s). A fence waits, after a silent producer's session,
+for what it queued to be written or failed: this long at most (docs/reliability.md). 30 s rides
+out a broker's failover (KRaft fences a dead broker after 9 s)."""
+
+
+def bounded_delivery(config: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """``config`` for a producer whose queued records are written or failed within a bound:
+    ``message.timeout.ms`` at ``DELIVERY_TIMEOUT_MS`` unless set (or the transaction timeout, if
+    that is shorter: librdkafka refuses a longer one), and idempotence on unless set or acks are
+    not all (a retried batch written twice, or out of order, would break the order ordo keeps).
+    Returns the config and the delivery timeout in ms; ConfigError for an unbounded one."""
+    given = {config[name] for name in ("message.timeout.ms", "delivery.timeout.ms") if name in config}
+    if len(given) > 1:
+        raise ConfigError("message.timeout.ms and delivery.timeout.ms (its alias) differ: set one")
+    result = dict(config)
+    if given:
+        timeout = int(given.pop())
+        if timeout <= 0:
+            raise ConfigError(
+                "message.timeout.ms must be positive for an OrderedProducer: with 0 (no limit) a paused "
+                "producer could land records by an old partition count at any later time"
+            )
+    else:
+        timeout = DELIVERY_TIMEOUT_MS
+        if "transactional.id" in config and "transaction.timeout.ms" in config:
+            timeout = min(timeout, int(config["transaction.timeout.ms"]))
+        result["message.timeout.ms"] = timeout
+    acks = str(config.get("acks", config.get("request.required.acks", "all")))
+    if "enable.idempotence" not in config and acks in ("all", "-1"):
+        result["enable.idempotence"] = True
+    return result, timeout
 
 
 def consumer_side(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,21 +21,58 @@
  * fence, which closes the route while holding the GIL, happens wholly before or wholly after
  * it. A free-threaded build has no such guarantee: there the module refuses to build.
  *
+ * The producer's liveness lease is checked first, on CLOCK_MONOTONIC (time.monotonic()'s clock):
+ * once its session has passed since its last report was sent, the operator may go ahead without
+ * it, so a record queued now could land after the thresholds by the old partition count. No
+ * thread of the producer has to run for that to hold: a process that wakes from a pause (SIGSTOP,
+ * a VM freeze) finds the lease expired here before anything is queued.
+ *
  * Anything else, and any error from produce() (nothing was queued then), goes to the Python
  * path, which retries, waits on fences and raises what the caller must see.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef Py_GIL_DISABLED
 #error "ordo._fastproduce relies on the GIL; the pure-Python path serves free-threaded builds"
 #endif
 
+/* The producer's lease, shared by its C paths: records may be queued while now < until. */
+typedef struct {
+    PyObject_HEAD
+    double until; /* a time.monotonic() value */
+} Lease;
+
+static PyMemberDef Lease_members[] = {
+    {"until", T_DOUBLE, offsetof(Lease, until), 0, "time.monotonic() before which records may be queued"},
+    {NULL},
+};
+
+static PyTypeObject LeaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ordo._fastproduce.Lease",
+    .tp_basicsize = sizeof(Lease),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Until when a producer may queue records (its liveness lease)",
+    .tp_new = PyType_GenericNew,
+    .tp_members = Lease_members,
+};
+
+static double
+monotonic_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
 typedef struct {
     PyObject_HEAD
     PyObject *routes; /* dict: topic -> count or (count, to Python), only for topics open to this path */
+    Lease *lease;
     PyObject *raw;    /* confluent_kafka.Producer.produce, bound */
     PyObject *slow;   /* the Python path, with produce()'s full signature */
     vectorcallfunc vectorcall;
@@ -107,8 +144,8 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *topic, *value, *key;
 
-    if (split_args(args, nargs, kwnames, &topic, &value, &key) && PyUnicode_CheckExact(topic) &&
-        PyBytes_CheckExact(key)) {
+    if (monotonic_now() < self->lease->until && split_args(args, nargs, kwnames, &topic, &value, &key) &&
+        PyUnicode_CheckExact(topic) && PyBytes_CheckExact(key)) {
         PyObject *count = PyDict_GetItemWithError(self->routes, topic);
         PyObject *python = NULL; /* partitions whose records need Python (a stamp, a declaration) */
         if (count != NULL && PyTuple_CheckExact(count) && PyTuple_GET_SIZE(count) == 2) {
@@ -145,14 +182,16 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
 static PyObject *
 FastProduce_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *routes, *raw, *slow;
-    static char *names[] = {"routes", "raw", "slow", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO", names, &PyDict_Type, &routes, &raw, &slow))
+    PyObject *routes, *lease, *raw, *slow;
+    static char *names[] = {"routes", "lease", "raw", "slow", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO", names, &PyDict_Type, &routes, &LeaseType, &lease,
+                                     &raw, &slow))
         return NULL;
     FastProduce *self = (FastProduce *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->routes = Py_NewRef(routes);
+    self->lease = (Lease *)Py_NewRef(lease);
     self->raw = Py_NewRef(raw);
     self->slow = Py_NewRef(slow);
     self->vectorcall = FastProduce_call;
@@ -163,6 +202,7 @@ static int
 FastProduce_traverse(FastProduce *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->routes);
+    Py_VISIT(self->lease);
     Py_VISIT(self->raw);
     Py_VISIT(self->slow);
     return 0;
@@ -172,6 +212,7 @@ static int
 FastProduce_clear(FastProduce *self)
 {
     Py_CLEAR(self->routes);
+    Py_CLEAR(self->lease);
     Py_CLEAR(self->raw);
     Py_CLEAR(self->slow);
     return 0;
@@ -308,7 +349,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__fastproduce(void)
 {
-    if (PyType_Ready(&FastProduceType) < 0)
+    if (PyType_Ready(&FastProduceType) < 0 || PyType_Ready(&LeaseType) < 0)
         return NULL;
     str_value = PyUnicode_InternFromString("value");
     str_key = PyUnicode_InternFromString("key");
@@ -317,7 +358,8 @@ PyInit__fastproduce(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0) {
+    if (PyModule_AddObjectRef(m, "FastProduce", (PyObject *)&FastProduceType) < 0 ||
+        PyModule_AddObjectRef(m, "Lease", (PyObject *)&LeaseType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -3,12 +3,19 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
+class Lease:
+    """Until when a producer may queue records: ``time.monotonic()`` below ``until``."""
+
+    until: float
+
 class FastProduce:
-    """OrderedProducer.produce's common case in one C call; every other call goes to ``slow``."""
+    """OrderedProducer.produce's common case in one C call; every other call goes to ``slow``.
+    Calls made once ``lease.until`` has passed go to ``slow`` too."""
 
     def __init__(
         self,
         routes: dict[str, int | tuple[int, frozenset[int]]],
+        lease: Lease,
         raw: Callable[..., None],
         slow: Callable[..., None],
     ) -> None: ...

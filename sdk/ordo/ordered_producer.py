@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import metrics
-from ._clients import logged, quick_transaction_retries
+from ._clients import bounded_delivery, logged, quick_transaction_retries
 from .epochs import EpochHistory, EpochState, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
@@ -48,13 +48,26 @@ _log = logging.getLogger(__name__)
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 if TYPE_CHECKING:
-    from ._fastproduce import FastProduce
+    from ._fastproduce import FastProduce, Lease
+
+
+class _PyLease:
+    """Until when the producer may queue records (``time.monotonic()``); the C module's Lease,
+    which its C path reads, where that is built."""
+
+    __slots__ = ("until",)
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
 
 _FastProduce: type[FastProduce] | None
+_Lease: type[Lease] | type[_PyLease]
 try:
     from ._fastproduce import FastProduce as _FastProduce
+    from ._fastproduce import Lease as _Lease
 except ImportError:  # built without a C compiler, or a free-threaded Python: the Python path serves
-    _FastProduce = None
+    _FastProduce, _Lease = None, _PyLease
 
 
 class _TopicState:
@@ -104,6 +117,11 @@ class OrderedProducer:
     ``murmur2`` (Java-compatible, default), ``round_robin`` (KIP-369: keys stay on the records but
     do not choose the partition; every partition with a known leader in turn, per topic; leaders
     are re-read every ``availability_interval`` seconds) or ``explicit``.
+
+    ``block_timeout`` (60 s, an expansion's default ``fenceTimeoutSeconds``) bounds how long
+    ``produce()`` waits for a fence or a lapsed session before it raises. Unless ``config`` says
+    otherwise, the producer is idempotent and its ``message.timeout.ms`` is 30 s: a fence waits
+    that long, after its session, for a producer that falls silent (docs/reliability.md).
     """
 
     def __init__(
@@ -113,7 +131,7 @@ class OrderedProducer:
         partitioner: str = "murmur2",
         producer_id: str | None = None,
         session_timeout: float = 10.0,
-        block_timeout: float = 30.0,
+        block_timeout: float = 60.0,
         epoch_topic: str = DEFAULT_EPOCH_TOPIC,
         registry_topic: str = DEFAULT_REGISTRY_TOPIC,
         epoch_log: EpochLog | None = None,
@@ -132,7 +150,8 @@ class OrderedProducer:
         self._partitioner = make_partitioner(partitioner)
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
-        self._producer = Producer(logged(quick_transaction_retries(config)))
+        producer_config, self.delivery_timeout = bounded_delivery(config)
+        self._producer = Producer(logged(quick_transaction_retries(producer_config)))
         # topic -> partition count, or (count, partitions whose records need Python), for the
         # topics produce()'s C path may serve now (see _route)
         self._routes: dict[str, int | tuple[int, frozenset[int]]] = {}
@@ -150,8 +169,14 @@ class OrderedProducer:
         # topic: once a fence is applied no record can slip in with the old partition count.
         self._gate = threading.Lock()
         self._closed = False
-        self._last_report = time.monotonic()
-        self._self_fenced = False
+        # Records are queued only while the lease holds: until a session after the last report
+        # that arrived was sent (less a margin). The operator may judge the producer gone once
+        # a session passes without a report, and a record queued then could land after the
+        # thresholds, by the old count. produce() checks it on every call, so a process that
+        # wakes from a pause stops before its heartbeat thread has run.
+        self._lease = _Lease()
+        self._lease_margin = session_timeout * 0.2
+        self._self_fenced = False  # the lease lapsed: re-read the epoch log before it is renewed
         self._report_now = threading.Event()
         self._stop = threading.Event()
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
@@ -193,13 +218,14 @@ class OrderedProducer:
             key = key.encode()
         raw = self._producer
         gate = self._gate
+        lease = self._lease
         pinned = -1  # a partition chosen before a retry: a rotation must not advance twice
         scope = self._scope
         try:
             while True:
                 gate.acquire()  # explicit acquire/release: measurably cheaper than `with` on this path
                 state = self._topics.get(topic)
-                if state is None or not state.writable:
+                if state is None or not state.writable or time.monotonic() >= lease.until:
                     gate.release()
                     self._wait_writable(topic)
                     continue
@@ -467,13 +493,14 @@ class OrderedProducer:
                 if self._closed:
                     raise ProducerClosedError("the producer is closed; create a new one")
                 state = self._topics[topic]
-                if not state.blocked and not self._self_fenced:
+                lapsed = self._self_fenced or time.monotonic() >= self._lease.until
+                if not state.blocked and not lapsed:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     why = (
                         "has lost its liveness session"
-                        if self._self_fenced
+                        if lapsed
                         else f"is fenced for epoch {state.fence_epoch} of {topic!r}"
                     )
                     raise ProduceBlockedError(
@@ -506,6 +533,7 @@ class OrderedProducer:
         self._topics[topic] = state
         self._lock.release()
         try:
+            sent = time.monotonic()
             reported = self._send_report(timeout=self.session_timeout)
         finally:
             self._lock.acquire()
@@ -516,6 +544,9 @@ class OrderedProducer:
             )
         current = self._log.history(topic) or history
         self._apply(state, current)
+        if not self._self_fenced:  # a lapsed producer resumes only through the heartbeat's re-read
+            with self._gate:
+                self._lease.until = max(self._lease.until, sent + self.session_timeout - self._lease_margin)
         self._lock.notify_all()
 
     def _on_history(self, history: EpochHistory) -> None:
@@ -554,7 +585,7 @@ class OrderedProducer:
         ``slow``; None without the C module or with another partitioner than murmur2."""
         if _FastProduce is None or self._hashes is None:
             return None
-        return _FastProduce(self._routes, self._producer.produce, slow)
+        return _FastProduce(self._routes, self._lease, self._producer.produce, slow)  # type: ignore[arg-type]
 
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
@@ -582,7 +613,6 @@ class OrderedProducer:
 
     def _heartbeat_loop(self) -> None:
         interval = self.session_timeout / 3
-        margin = self.session_timeout * 0.2
         while not self._stop.is_set():
             fenced = self._pending_fences()
             if fenced and self._producer.flush(self.session_timeout) > 0:
@@ -593,26 +623,56 @@ class OrderedProducer:
                     "producer %s: records still queued at a fence; not acknowledging yet", self.producer_id
                 )
                 fenced = {}
-            ok = self._send_report(timeout=interval, acked=fenced)
-            now = time.monotonic()
-            with self._lock:
-                if ok:
-                    self._last_report = now
-                    for topic, epoch in fenced.items():
-                        self._topics[topic].acked_fence = max(self._topics[topic].acked_fence, epoch)
-                    if self._self_fenced:
-                        _log.warning("producer %s: reporting again, resuming", self.producer_id)
-                    with self._gate:
-                        self._self_fenced = False
-                        self._refresh_writable()
-                    self._lock.notify_all()
-                elif now - self._last_report > self.session_timeout - margin and not self._self_fenced:
-                    _log.error("producer %s: cannot report liveness; stopping to produce", self.producer_id)
-                    with self._gate:
-                        self._self_fenced = True
-                        self._refresh_writable()
+            sent = time.monotonic()
+            if self._send_report(timeout=interval, acked=fenced):
+                self._renew(sent, fenced)
+            elif time.monotonic() >= self._lease.until and not self._self_fenced:
+                _log.error("producer %s: cannot report liveness; stopping to produce", self.producer_id)
+                with self._lock, self._gate:
+                    self._self_fenced = True
+                    self._refresh_writable()
             self._report_now.wait(interval)
             self._report_now.clear()
+
+    def _renew(self, sent: float, acked: Mapping[str, int]) -> None:
+        """A report sent at ``sent`` arrived: extend the lease to a session after it. After a
+        lapse the operator may have fenced and published without this producer: the epoch log
+        is read to its end and applied first, so nothing is queued by a partition count it
+        replaced (the log's listener may not have run yet when catch_up returns)."""
+        lapsed = self._self_fenced or time.monotonic() >= self._lease.until
+        if lapsed and not self._reread_epochs():
+            return  # the next report tries again; produce() stays held meanwhile
+        with self._lock:
+            for topic, epoch in acked.items():
+                self._topics[topic].acked_fence = max(self._topics[topic].acked_fence, epoch)
+            if self._self_fenced:
+                _log.warning("producer %s: reporting again, resuming", self.producer_id)
+            with self._gate:
+                self._self_fenced = False
+                self._lease.until = max(self._lease.until, sent + self.session_timeout - self._lease_margin)
+                self._refresh_writable()
+            self._lock.notify_all()
+
+    def _reread_epochs(self) -> bool:
+        """Read the epoch log to its end and apply every topic's history; False when it cannot be
+        read within a session."""
+        with self._lock, self._gate:
+            self._self_fenced = True
+            self._refresh_writable()
+        if not self._log.catch_up(self.session_timeout):
+            _log.error(
+                "producer %s: cannot read the epoch log after a lapse; still stopped", self.producer_id
+            )
+            return False
+        fence = False
+        with self._lock:
+            for topic, state in self._topics.items():
+                history = self._log.history(topic)
+                if history is not None:
+                    fence = self._apply(state, history) or fence
+        if fence:
+            self._report_now.set()
+        return True
 
     def _pending_fences(self) -> dict[str, int]:
         """Fences applied (so no record can follow) but not yet acknowledged."""
@@ -635,6 +695,7 @@ class OrderedProducer:
             epochs={t: s.epoch for t, s in topics.items()},
             fenced=fenced,
             session_timeout_ms=int(self.session_timeout * 1000),
+            delivery_timeout_ms=self.delivery_timeout,
             reported_at_ms=int(time.time() * 1000),
             closed=closed,
         )

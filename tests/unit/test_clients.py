@@ -14,10 +14,17 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from ordo._clients import PRODUCER_ONLY, assign_known, consumer_side, quick_transaction_retries
+from ordo._clients import (
+    PRODUCER_ONLY,
+    assign_known,
+    bounded_delivery,
+    consumer_side,
+    quick_transaction_retries,
+)
 from ordo._tail import reader_config
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter
+from ordo.errors import ConfigError
 from ordo.gated_consumer import GatedConsumer
 from ordo.ordered_producer import OrderedProducer
 from ordo_testbed.waiting import wait_for
@@ -219,3 +226,17 @@ def test_a_control_topic_reader_fetches_each_record_at_once_whatever_the_users_f
     # a fetch.min.bytes tuned for bulk data held every read of the epoch log for fetch.wait.max.ms
     config = reader_config({"bootstrap.servers": "x", "fetch.min.bytes": 100_000}, "reader-t")
     assert config["fetch.min.bytes"] == 1
+
+
+def test_an_ordered_producers_delivery_is_bounded_and_idempotent_unless_the_user_says_otherwise() -> None:
+    config, timeout = bounded_delivery({"bootstrap.servers": "b"})
+    assert (config["message.timeout.ms"], timeout, config["enable.idempotence"]) == (30_000, 30_000, True)
+    config, timeout = bounded_delivery({"delivery.timeout.ms": 5000, "enable.idempotence": False})
+    assert timeout == 5000 and "message.timeout.ms" not in config and config["enable.idempotence"] is False
+    config, timeout = bounded_delivery({"transactional.id": "t", "transaction.timeout.ms": 10_000})
+    assert timeout == 10_000 == config["message.timeout.ms"], "librdkafka refuses more than the transaction's"
+    assert "enable.idempotence" not in bounded_delivery({"acks": 1})[0], "idempotence needs acks=all"
+    with pytest.raises(ConfigError, match="must be positive"):
+        bounded_delivery({"message.timeout.ms": 0})
+    with pytest.raises(ConfigError, match="differ"):
+        bounded_delivery({"message.timeout.ms": 1000, "delivery.timeout.ms": 2000})

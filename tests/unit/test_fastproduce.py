@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from ordo._fastproduce import FastProduce  # built by `pip install -e .` (setup.py); CI has a compiler
+from ordo._fastproduce import FastProduce, Lease  # built by `pip install -e .` (setup.py); CI has a compiler
 from ordo.partitioners import murmur2_partition
 
 
@@ -24,9 +25,28 @@ class Recorder:
 Routes = dict[str, int | tuple[int, frozenset[int]]]
 
 
-def make(routes: Routes | None = None, raw: Recorder | None = None) -> tuple[Any, Recorder, Recorder]:
+def held(until: float = float("inf")) -> Lease:
+    lease = Lease()
+    lease.until = until
+    return lease
+
+
+def make(
+    routes: Routes | None = None, raw: Recorder | None = None, lease: Lease | None = None
+) -> tuple[Any, Recorder, Recorder]:
     raw, slow = raw or Recorder(), Recorder()
-    return FastProduce(routes if routes is not None else {"t": 4}, raw, slow), raw, slow
+    fast = FastProduce(routes if routes is not None else {"t": 4}, lease or held(), raw, slow)
+    return fast, raw, slow
+
+
+def test_once_the_lease_has_passed_every_call_goes_to_the_python_path() -> None:
+    lease = held(time.monotonic() + 3600)
+    fast, raw, slow = make(lease=lease)
+    fast("t", b"v", b"k")
+    lease.until = time.monotonic()  # the producer's session passed without a report arriving
+    fast("t", b"v", b"k")
+    assert len(raw.calls) == 1 and slow.calls == [(("t", b"v", b"k"), {})]
+    assert Lease().until == 0.0  # a new lease holds nothing: no record before the first report
 
 
 def test_an_open_route_goes_straight_to_the_producer_at_the_keys_murmur2_partition() -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from ordo.epochs.registry import ProducerReport, RegistryError, live_reports, parse_report
+from ordo.epochs.registry import ProducerReport, RegistryError, live_reports, parse_report, stragglers
 
 
 def _report(**kw: object) -> ProducerReport:
@@ -57,3 +57,33 @@ def test_liveness_is_judged_by_arrival_not_by_the_producers_clock(skew_ms: int) 
     report = _report(reported_at_ms=wall_now_ms + skew_ms)  # session 10 s
     assert list(live_reports([(report, 500.0)], "orders", now=505.0)) == ["p-1"], "received 5 s ago"
     assert list(live_reports([(report, 500.0)], "orders", now=511.0)) == [], "nothing for 11 s"
+
+
+def test_a_silent_producer_may_land_records_until_its_session_and_delivery_timeout_have_passed() -> None:
+    """Session 10 s, delivery timeout 30 s, heard at 100: queued records may land until 145 with a
+    5 s margin; a closed producer, one that acknowledged the fence, and a live one are no
+    stragglers (the live one must acknowledge)."""
+    silent = _report(delivery_timeout_ms=30_000)
+    assert silent.may_write_for(100.0, now=120.0, margin=5.0) == pytest.approx(25.0)
+    assert silent.may_write_for(100.0, now=146.0, margin=5.0) == 0.0
+    heard = [
+        (silent, 100.0),
+        (_report(producer_id="closed", closed=True, delivery_timeout_ms=30_000), 100.0),
+        (_report(producer_id="acked", fenced={"orders": 2}, delivery_timeout_ms=30_000), 100.0),
+        (_report(producer_id="live", delivery_timeout_ms=30_000), 119.0),
+        (_report(producer_id="elsewhere", topics=("other",), delivery_timeout_ms=30_000), 100.0),
+    ]
+    assert stragglers(heard, "orders", 2, now=120.0, margin=5.0) == {"p-1": pytest.approx(25.0)}
+    assert stragglers(heard, "orders", 3, now=120.0, margin=5.0).keys() == {"p-1", "acked"}
+    assert stragglers(heard, "orders", 2, now=146.0, margin=5.0) == {"live": pytest.approx(18.0)}, (
+        "silent since 119"
+    )
+    assert stragglers(heard, "orders", 2, now=165.0, margin=5.0) == {}
+
+
+def test_a_report_of_an_earlier_ordo_without_a_delivery_timeout_is_judged_by_its_session() -> None:
+    old = ProducerReport.model_validate_json(
+        b'{"producer_id": "p-1", "topics": ["orders"], "session_timeout_ms": 10000, "reported_at_ms": 0}'
+    )
+    assert old.delivery_timeout_ms == 0
+    assert old.may_write_for(100.0, now=112.0, margin=5.0) == pytest.approx(3.0)

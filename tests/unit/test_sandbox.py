@@ -142,6 +142,22 @@ def test_a_key_moved_by_an_expansion_is_checked_in_epoch_order() -> None:
     assert check_topic("t", bad, EPOCHS, {"a": 3}).order_violations == 1
 
 
+def test_a_record_placed_by_the_old_count_after_the_threshold_is_out_of_order() -> None:
+    """A producer paused past its session wakes and lands #2 of key a in partition 0 after the
+    threshold (epoch 1), where epoch 1 puts a in partition 2: sorted by partition it even looks in
+    order, but a consumer may read it before or after #3, so it is counted."""
+    records = [
+        StoredRecord(0, 0, "a", 0),
+        StoredRecord(0, 1, "a", 1),
+        StoredRecord(0, 5, "a", 2),  # past partition 0's threshold 3: epoch 1, yet in partition 0
+        StoredRecord(2, 0, "a", 3),
+        StoredRecord(2, 1, "a", 4),
+    ]
+    verdict = check_topic("t", records, EPOCHS, {"a": 5})
+    assert (verdict.misplaced, verdict.order_violations) == (1, 1), verdict.summary()
+    assert "a #2 (p0@5) in epoch 1, whose other records of the key are in p2" in verdict.examples
+
+
 def test_duplicates_missing_and_unknown_keys_are_counted() -> None:
     records = [StoredRecord(0, 0, "a", 0), StoredRecord(0, 1, "a", 0), StoredRecord(0, 2, "a", 2)]
     verdict = check_topic("t", records, (), {"a": 4, "b": 1})

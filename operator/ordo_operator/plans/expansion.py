@@ -30,11 +30,13 @@ __all__ = [
     "World",
     "next_history",
     "partitions_in_sync",
+    "plan_deletion",
     "plan_expansion",
 ]
 
 TERMINAL = frozenset({ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED})
 FENCE_POLL_SECONDS = 0.2
+STRAGGLER_POLL_SECONDS = 1.0  # a straggler that reports again (live, unfenced) is seen this soon
 _WIDEST_OFFSET = 2**63 - 1  # for sizing a history before its thresholds are read
 
 
@@ -68,6 +70,9 @@ class World:
     max_partitions: int = 100_000
     fencing_seconds: float = 0.0
     """Time since this expansion began fencing."""
+    stragglers: Mapping[str, float] = field(default_factory=dict)
+    """Producers of the topic gone silent without closing or acknowledging this fence whose
+    queued records may still land, by id: seconds until they cannot (registry.stragglers)."""
 
 
 @dataclass(frozen=True)
@@ -246,14 +251,37 @@ def _fence(topic: str, fence_timeout: float, state: ExpansionState, world: World
         return Step(state, Effect.APPEND_FENCE, "Fencing", f"fencing producers of {topic!r}")
     epoch = state.epoch or 0
     missing = sorted(n for n, p in world.producers.items() if (p.fenced_epoch or -1) < epoch)
-    if not missing:
+    silent = sorted(world.stragglers)
+    if not missing and not silent:
         return Step(
             _at(state, ExpansionPhase.EXPANDING),
             Effect.READ_THRESHOLDS,
             "Fenced",
             f"all {len(world.producers)} producer(s) fenced after {world.fencing_seconds:.2f}s",
         )
+    if not missing and world.fencing_seconds < fence_timeout:
+        # A silent producer's queued records would land after the thresholds, placed by the old
+        # count: read them once nothing it queued can still be written.
+        left = max(world.stragglers.values())
+        return Step(
+            state,
+            None,
+            "WaitingForSilentProducers",
+            f"all {len(world.producers)} live producer(s) fenced; {len(silent)} producer(s) fell silent "
+            f"without acknowledging ({', '.join(silent[:10])}) and may still land records queued before: "
+            f"reading the thresholds in {left:.1f}s (their session + delivery timeout)",
+            requeue=min(left, STRAGGLER_POLL_SECONDS),
+        )
     if world.fencing_seconds >= fence_timeout:
+        if not missing:
+            return Step(
+                _at(state, ExpansionPhase.ABORTED),
+                Effect.ABORT_EPOCH,
+                "FenceTimeout",
+                f"{len(silent)} silent producer(s) may still land records queued before epoch {epoch} "
+                f"for longer than the fence timeout ({fence_timeout:g}s): {', '.join(silent[:10])}; "
+                f"producers resume at {state.from_partitions} partitions",
+            )
         return Step(
             _at(state, ExpansionPhase.ABORTED),
             Effect.ABORT_EPOCH,
@@ -267,6 +295,54 @@ def _fence(topic: str, fence_timeout: float, state: ExpansionState, world: World
         "Fencing",
         f"waiting for {len(missing)} producer(s): {', '.join(missing[:10])}",
         requeue=FENCE_POLL_SECONDS,
+    )
+
+
+def plan_deletion(topic: str, state: ExpansionState, history: EpochHistory | None) -> Step:
+    """What deleting the expansion takes, whatever its phase: its epoch aborted while the epoch
+    log has it fencing (producers resume at the old count; partitions it created stay, in no
+    epoch, as after a fence timeout), and nothing when it wrote no epoch yet or its epoch is
+    published (past the point of no return: the expansion stands) or aborted already. The step's
+    state is what the expansion became; its message says so, for an Event."""
+    phase = state.phase
+    ours = _our_epoch(state, history)
+    if phase in TERMINAL:
+        return Step(state, None, "Deleted", f"deleted after it ended {phase.value}: nothing to undo")
+    where = f"deleted while {phase.value}"
+    created = (
+        f"; partitions {state.from_partitions}..{state.to_partitions - 1}, if created, stay in no epoch "
+        "(a later expansion to that count or more takes them)"
+        if state.from_partitions is not None and state.to_partitions is not None
+        else ""
+    )
+    if ours is None:
+        return Step(
+            _at(state, ExpansionPhase.ABORTED),
+            None,
+            "DeletedInFlight",
+            f"{where}: nothing was fenced{created}",
+        )
+    if ours.state == EpochState.FENCING:
+        return Step(
+            _at(state, ExpansionPhase.ABORTED),
+            Effect.ABORT_EPOCH,
+            "DeletedInFlight",
+            f"{where}: epoch {ours.epoch} aborted, producers of {topic!r} resume at "
+            f"{ours.from_partitions} partitions{created}",
+        )
+    if ours.state == EpochState.ACTIVE:
+        return Step(
+            _at(state, ExpansionPhase.COMPLETED),
+            None,
+            "DeletedInFlight",
+            f"{where}: epoch {ours.epoch} was already published, so the expansion stands: "
+            f"{topic!r} has {ours.partitions} partitions",
+        )
+    return Step(
+        _at(state, ExpansionPhase.ABORTED),
+        None,
+        "DeletedInFlight",
+        f"{where}: epoch {ours.epoch} was aborted already",
     )
 
 

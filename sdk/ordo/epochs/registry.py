@@ -20,10 +20,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._tail import CompactedTopicReader
 
-__all__ = ["ProducerRegistry", "ProducerReport", "RegistryError", "live_reports", "parse_report"]
+__all__ = [
+    "DEFAULT_DELIVERY_TIMEOUT_MS",
+    "ProducerRegistry",
+    "ProducerReport",
+    "RegistryError",
+    "live_reports",
+    "parse_report",
+    "stragglers",
+]
 
 HeardReport = tuple["ProducerReport", float]
 """A report and the reader's ``time.monotonic()`` when it arrived."""
+DEFAULT_DELIVERY_TIMEOUT_MS = 0
+"""A report without a delivery timeout (an earlier ordo's producer, which did not bound its queue
+by its session either) is judged by its session alone, as before."""
 
 
 class RegistryError(ValueError):
@@ -46,11 +57,28 @@ class ProducerReport(BaseModel):
         ge=0, description="The producer's wall-clock time of the report (Unix ms), for people only."
     )
     closed: bool = Field(default=False, description="The producer closed cleanly and is gone.")
+    delivery_timeout_ms: int = Field(
+        default=DEFAULT_DELIVERY_TIMEOUT_MS,
+        ge=0,
+        le=2_147_483_647,
+        description="Its librdkafka message.timeout.ms: a record it queued is written or failed "
+        "within this long of being queued.",
+    )
 
     def live(self, heard_at: float, now: float) -> bool:
         """Live if not closed and received within its session, both times on the reader's
         monotonic clock."""
         return not self.closed and now - heard_at <= self.session_timeout_ms / 1000
+
+    def may_write_for(self, heard_at: float, now: float, margin: float) -> float:
+        """Seconds for which records this producer queued may still reach the broker, judged by
+        the reader at ``now``: it queues nothing once its session has passed since a report was
+        sent (it stops itself), and librdkafka writes or fails a queued record within the delivery
+        timeout; ``margin`` covers a request that reaches the broker after its client gave up."""
+        if self.closed:
+            return 0.0
+        until = heard_at + (self.session_timeout_ms + self.delivery_timeout_ms) / 1000 + margin
+        return max(0.0, until - now)
 
 
 def parse_report(key: bytes | None, value: bytes | None) -> ProducerReport | None:
@@ -71,6 +99,23 @@ def live_reports(heard: Iterable[HeardReport], topic: str, now: float) -> Mappin
     return {r.producer_id: r for r, at in heard if topic in r.topics and r.live(at, now)}
 
 
+def stragglers(
+    heard: Iterable[HeardReport], topic: str, epoch: int, now: float, margin: float
+) -> Mapping[str, float]:
+    """Producers of ``topic`` that fell silent without closing or acknowledging the fence of
+    ``epoch`` and whose queued records may still land (by id: seconds left). A process paused
+    (SIGSTOP, a VM or node freeze) or cut off with records in librdkafka's queue sends them when it
+    resumes, by the partition count it had: the thresholds must be read after them."""
+    found: dict[str, float] = {}
+    for report, at in heard:
+        if topic not in report.topics or report.live(at, now) or report.fenced.get(topic, -1) >= epoch:
+            continue
+        left = report.may_write_for(at, now, margin)
+        if left > 0:
+            found[report.producer_id] = left
+    return found
+
+
 class ProducerRegistry(CompactedTopicReader[ProducerReport]):
     """A background reader of the producer registry (the operator's view of producers)."""
 
@@ -85,3 +130,8 @@ class ProducerRegistry(CompactedTopicReader[ProducerReport]):
         silently counts as live for one more session (a fence waits longer; it never skips a
         producer that reports)."""
         return live_reports(self.heard().values(), topic, time.monotonic())
+
+    def stragglers(self, topic: str, epoch: int, margin: float) -> Mapping[str, float]:
+        """``stragglers`` of what this reader received (a reader that just started received
+        everything now: a producer gone before it started is waited for once more)."""
+        return stragglers(self.heard().values(), topic, epoch, time.monotonic(), margin)

@@ -12,7 +12,10 @@ client is configured, ``ordo._clients``); only the record formats:
 
 Order: a key lives in one partition per epoch, so its records in storage order are those of each
 epoch (an epoch's records in an old partition start at that epoch's threshold) one epoch after
-another. Numbers must increase along that order.
+another. Numbers must increase along that order. A key found in two partitions within one epoch
+has records placed by another partition count (a producer that wrote by the old count after the
+thresholds): no consumer can know their order, so each record outside the partition holding most
+of the key's records of that epoch is counted out of order (``misplaced``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import sqlite3
 import time
 import uuid
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -72,6 +76,7 @@ class TopicVerdict:
     duplicates: int = 0
     missing: int = 0
     order_violations: int = 0
+    misplaced: int = 0  # counted in order_violations too
     unreadable: int = 0
     expected: int | None = None  # records the source holds, when it is known
     examples: list[str] = field(default_factory=list)
@@ -84,7 +89,8 @@ class TopicVerdict:
         return (
             f"{self.topic}: {self.records} records of {self.keys} keys in {self.partitions} partitions, "
             f"{self.epochs} epoch(s): duplicates {self.duplicates}, missing {self.missing}, "
-            f"order violations {self.order_violations}, unreadable {self.unreadable}"
+            f"order violations {self.order_violations} (misplaced {self.misplaced}), "
+            f"unreadable {self.unreadable}"
         )
 
 
@@ -138,10 +144,13 @@ def check_topic(
     """Count duplicates, missing records and per-key order violations. ``expected``: key → how many
     numbers (0..n-1) the source holds; without it, a number below a key's highest that is absent
     counts as missing."""
-    stored = sorted(records, key=lambda r: (epoch_of(epochs, r.partition, r.offset), r.partition, r.offset))
+    placed = [(epoch_of(epochs, r.partition, r.offset), r) for r in records]
+    placed.sort(key=lambda er: (er[0], er[1].partition, er[1].offset))
+    stored = [r for _, r in placed]
     check = KeyOrder()
     for r in stored:
         check.add(r.key, r.seq, f"p{r.partition}@{r.offset}")
+    misplaced = _misplaced(placed)
     if expected is None:
         expected = {key: max(numbers) + 1 for key, numbers in check.seen.items()}
         total = None
@@ -149,7 +158,11 @@ def check_topic(
         total = sum(expected.values())
     missing = check.lost(dict(expected))
     extra = [key for key in check.seen if key not in expected]
-    examples = list(check.examples)
+    examples = list(check.examples) + [
+        f"{r.key} #{r.seq} (p{r.partition}@{r.offset}) in epoch {e}, "
+        f"whose other records of the key are in p{home}"
+        for e, r, home in misplaced[:5]
+    ]
     if extra:
         examples.append(f"{len(extra)} key(s) the source does not have, e.g. {extra[0]}")
     return TopicVerdict(
@@ -160,11 +173,26 @@ def check_topic(
         epochs=max(1, len(epochs)),
         duplicates=check.duplicates,
         missing=missing,
-        order_violations=check.order_violations,
+        order_violations=check.order_violations + len(misplaced),
+        misplaced=len(misplaced),
         unreadable=unreadable,
         expected=total,
         examples=examples,
     )
+
+
+def _misplaced(placed: Sequence[tuple[int, StoredRecord]]) -> list[tuple[int, StoredRecord, int]]:
+    """(epoch, record, the key's partition in that epoch) of each record outside the partition
+    that holds most of its key's records of its epoch."""
+    counts: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
+    for epoch, r in placed:
+        counts[(r.key, epoch)][r.partition] += 1
+    home = {where: c.most_common(1)[0][0] for where, c in counts.items() if len(c) > 1}
+    return [
+        (epoch, r, home[(r.key, epoch)])
+        for epoch, r in placed
+        if (r.key, epoch) in home and r.partition != home[(r.key, epoch)]
+    ]
 
 
 def _reader(kafka_config: Mapping[str, Any], errors: BrokerErrors) -> Any:

@@ -37,10 +37,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epoch-topic", default=DEFAULT_EPOCH_TOPIC)
     parser.add_argument("--registry-topic", default=DEFAULT_REGISTRY_TOPIC)
     parser.add_argument("--session-timeout", type=float, default=3.0)
+    parser.add_argument(
+        "--linger-ms", type=int, default=5, help="how long records wait in librdkafka's queue"
+    )
+    parser.add_argument(
+        "--delivery-timeout-ms",
+        type=int,
+        help="message.timeout.ms (default: ordo's, librdkafka's for --plain)",
+    )
     args = parser.parse_args(argv)
 
     stop = stop_on_signals()
-    config: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "linger.ms": args.linger_ms,
+        "enable.idempotence": True,
+    }
+    if args.delivery_timeout_ms is not None:
+        config["message.timeout.ms"] = args.delivery_timeout_ms
     delivered: list[str] = []
 
     def on_delivery(error: KafkaError | None, message: Any) -> None:

@@ -35,18 +35,28 @@ class Workload:
         group_protocol: str = "classic",
         epoch_topic: str = DEFAULT_EPOCH_TOPIC,
         registry_topic: str = DEFAULT_REGISTRY_TOPIC,
+        producer_options: Sequence[str] = (),
+        producer_bootstraps: Sequence[str] = (),
+        first_id: int = 0,
     ) -> None:
+        """``producer_options``: more of the producer program's options, for every producer;
+        ``producer_bootstraps``: producer i's bootstrap (e.g. through a fault proxy), if given;
+        ``first_id``: the first producer's number (keys are disjoint per number), so that two
+        workloads can write one topic."""
         self.bootstrap, self.topic, self.directory = bootstrap, topic, directory
         self.plain = plain
         self.group = group or f"{topic}-readers"
         directory.mkdir(parents=True, exist_ok=True)
-        common = ["--bootstrap", bootstrap, "--topic", topic, "--epoch-topic", epoch_topic]
+        common = ["--topic", topic, "--epoch-topic", epoch_topic]
+        reach = [*producer_bootstraps, *[bootstrap] * (producers - len(producer_bootstraps))]
         self._producer_argv = [
-            [*common, "--id", str(i), "--keys", str(keys // producers), "--rate", str(rate),
-             "--registry-topic", registry_topic, "--out", str(self.delivered_path(i))]
+            [*common, "--bootstrap", reach[i], "--id", str(first_id + i), "--keys", str(keys // producers),
+             "--rate", str(rate), "--registry-topic", registry_topic, "--out", str(self.delivered_path(i)),
+             *producer_options]
             + (["--plain"] if plain else [])
             for i in range(producers)
         ]  # fmt: skip
+        common = ["--bootstrap", bootstrap, *common]
         self._consumer_argv = [
             [
                 *common,

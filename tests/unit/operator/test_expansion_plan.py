@@ -17,6 +17,7 @@ from ordo_operator.plans.expansion import (
     World,
     next_history,
     partitions_in_sync,
+    plan_deletion,
     plan_expansion,
 )
 
@@ -104,6 +105,24 @@ TABLE = [
         FENCING,
         World(4, _fencing_history(), not_acked, fencing_seconds=60),
         (P.ABORTED, Effect.ABORT_EPOCH, "FenceTimeout"),
+    ),
+    (
+        "fencing, all live acked, one silent producer may still land records",
+        FENCING,
+        World(4, _fencing_history(), acked, stragglers={"gone": 12.5}),
+        (P.FENCING, None, "WaitingForSilentProducers"),
+    ),
+    (
+        "fencing, a silent producer outlasts the fence timeout",
+        FENCING,
+        World(4, _fencing_history(), acked, fencing_seconds=60, stragglers={"gone": 12.5}),
+        (P.ABORTED, Effect.ABORT_EPOCH, "FenceTimeout"),
+    ),
+    (
+        "fencing, live producers first",
+        FENCING,
+        World(4, _fencing_history(), not_acked, stragglers={"gone": 12.5}),
+        (P.FENCING, None, "Fencing"),
     ),
     (
         "fencing, already aborted in log",
@@ -315,3 +334,51 @@ def test_an_expansion_whose_history_would_outgrow_the_epoch_log_is_refused_up_fr
     step = plan_expansion(T, history.active.partitions + 1, 60, ExpansionState(), World(10_040, history))
     assert (step.state.phase, step.effect, step.reason) == (P.FAILED, None, "HistoryTooLarge")
     assert "grow the topic in fewer, larger steps" in step.message
+
+
+@pytest.mark.parametrize(
+    ("state", "history", "expected"),
+    [
+        (ExpansionState(), None, (P.ABORTED, None, "deleted while Pending: nothing was fenced")),
+        (CREATING, None, (P.ABORTED, None, "deleted while Creating: nothing was fenced; partitions 4..7")),
+        (
+            FENCING,
+            None,
+            (P.ABORTED, None, "deleted while Fencing: nothing was fenced"),
+        ),  # killed before the log
+        (
+            FENCING,
+            _fencing_history(),
+            (P.ABORTED, Effect.ABORT_EPOCH, "epoch 1 aborted, producers of 'orders' resume at 4"),
+        ),
+        (
+            WITH_THRESHOLDS,
+            _fencing_history(),
+            (P.ABORTED, Effect.ABORT_EPOCH, "deleted while Expanding: epoch 1 aborted"),
+        ),
+        (
+            PUBLISHING,
+            _fencing_history(),
+            (P.ABORTED, Effect.ABORT_EPOCH, "deleted while Publishing: epoch 1 aborted"),
+        ),
+        (
+            PUBLISHING,
+            published,
+            (P.COMPLETED, None, "epoch 1 was already published, so the expansion stands"),
+        ),
+        (FENCING, _fencing_history().abort(), (P.ABORTED, None, "epoch 1 was aborted already")),
+        (replace(PUBLISHING, phase=P.COMPLETED), published, (P.COMPLETED, None, "nothing to undo")),
+    ],
+)
+def test_deleting_an_expansion_aborts_its_epoch_only_while_it_is_fencing(
+    state: ExpansionState, history: EpochHistory | None, expected: tuple[P, Effect | None, str]
+) -> None:
+    step = plan_deletion(T, state, history)
+    phase, effect, words = expected
+    assert (step.state.phase, step.effect) == (phase, effect) and words in step.message, step
+    if step.effect is not None:  # what the shell writes: the epoch aborted, producers back at 4
+        after = next_history(step.effect, T, history, step.state)
+        assert after.current.state == EpochState.ABORTED and after.active.partitions == 4
+        assert next_history(step.effect, T, after, step.state) == after, (
+            "an operator killed mid-delete repeats it"
+        )
