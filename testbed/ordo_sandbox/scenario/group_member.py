@@ -25,6 +25,15 @@ from ordo.group import GroupProducer, Rebalance
 from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 
+_printing = threading.Lock()
+
+
+def say(event: dict[str, Any]) -> None:
+    """One JSON line, whole: the listener (on the member's threads) and the copy loop both print."""
+    with _printing:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ordo_sandbox.scenario.group_member")
@@ -52,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             for p in event.revoked + event.lost:
                 positions.pop(p, None)
         line = {"event": "rebalance", "generation": event.generation, "assigned": event.assigned}
-        print(json.dumps({**line, "revoked": event.revoked, "lost": event.lost}), flush=True)
+        say({**line, "revoked": event.revoked, "lost": event.lost})
 
     config: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "linger.ms": 5}
     member = GroupProducer.from_env(
@@ -62,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         epoch_topic=args.epoch_topic,
         registry_topic=args.registry_topic,
     )
-    print(json.dumps({"event": "started", "pod": pod}), flush=True)
+    say({"event": "started", "pod": pod})
     pacer = Pacer(args.rate)
     try:
         while not stop.is_set():
@@ -83,16 +92,16 @@ def main(argv: list[str] | None = None) -> int:
                             tx.produce(args.topic, value.encode(), f"src-{p}".encode())
                         if hang_at is not None and start <= hang_at < end:
                             hang_at = None
-                            print(json.dumps({"event": "hung", "partition": p, "seq": start}), flush=True)
+                            say({"event": "hung", "partition": p, "seq": start})
                             time.sleep(args.hang_seconds)  # the hang itself: no alive(), no commit
                         tx.commit(str(end))
                 except (NotOwnedError, ProducerFencedError) as error:
-                    print(json.dumps({"event": "dropped", "partition": p, "why": str(error)}), flush=True)
+                    say({"event": "dropped", "partition": p, "why": str(error)})
                     with lock:
                         positions.pop(p, None)
                     continue
                 except OrdoError as error:  # aborted: the unit is written again
-                    print(json.dumps({"event": "aborted", "partition": p, "why": str(error)}), flush=True)
+                    say({"event": "aborted", "partition": p, "why": str(error)})
                     continue
                 with lock:
                     if p in positions:
@@ -102,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
     finally:
         member.close()
-        print(json.dumps({"event": "closed", "pod": pod}), flush=True)
+        say({"event": "closed", "pod": pod})
     return 0
 
 
