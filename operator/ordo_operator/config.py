@@ -26,6 +26,8 @@ class OperatorConfig:
     """How long one Kafka admin request (metadata, end offsets, CreatePartitions) may take."""
     partitions_check_seconds: float = 60.0
     """How often a completed expansion checks that its topic has no partitions added outside ordo."""
+    topic_check_seconds: float = 5.0
+    """How often the topic watch judges every topic ordo's producers write (operator/topics.py)."""
     straggler_margin_seconds: float = 5.0
     """A fence waits for a producer that fell silent until its session and delivery timeout have
     passed since its last report, and this much more: for a Produce request the network delivers
@@ -53,6 +55,7 @@ class OperatorConfig:
             max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
             kafka_timeout_seconds=float(env.get("ORDO_KAFKA_TIMEOUT_SECONDS", "15")),
             partitions_check_seconds=float(env.get("ORDO_PARTITIONS_CHECK_SECONDS", "60")),
+            topic_check_seconds=float(env.get("ORDO_TOPIC_CHECK_SECONDS", "5")),
             straggler_margin_seconds=float(env.get("ORDO_STRAGGLER_MARGIN_SECONDS", "5")),
             max_workers=int(env.get("ORDO_MAX_WORKERS", "1024")),
         )

@@ -36,7 +36,7 @@ from .plans.expansion import (
     plan_expansion,
 )
 
-__all__ = ["register"]
+__all__ = ["expanding", "register"]
 
 PLURAL = "orderedtopicexpansions"
 IN_FLIGHT = {
@@ -108,7 +108,9 @@ def _world(
     state: ExpansionState,
 ) -> World:
     producers = {
-        pid: ProducerView(fenced_epoch=r.fenced.get(topic), partitioner=r.partitioner)
+        pid: ProducerView(
+            fenced_epoch=r.fenced.get(topic), partitioner=r.partitioner, partitions=r.partitions.get(topic)
+        )
         for pid, r in side.live_producers(topic).items()
     }
     fencing = state.phase == ExpansionPhase.FENCING and state.epoch is not None
@@ -201,19 +203,38 @@ def register(settings: OperatorConfig) -> None:
         if meta.get("deletionTimestamp"):
             return  # being deleted: undo_on_delete decides what is left to do
         driver = _ExpansionDriver.start(settings, namespace, name, body, meta)
-        while driver is not None and not stopped:
-            wait = driver.step(expansions_by_topic)
-            if wait is None:
-                return
-            if wait.on_registry:
-                driver.side.registry.wait_for_change(wait.seconds)  # an acknowledgement wakes us at once
-            else:
-                stopped.wait(wait.seconds)
+        if driver is None:
+            return
+        topic = driver.spec.topic
+        with _driving_lock:
+            _driving[topic] = _driving.get(topic, 0) + 1
+        try:
+            while not stopped:
+                wait = driver.step(expansions_by_topic)
+                if wait is None:
+                    return
+                if wait.on_registry:
+                    driver.side.registry.wait_for_change(wait.seconds)  # an acknowledgement wakes us at once
+                else:
+                    stopped.wait(wait.seconds)
+        finally:
+            with _driving_lock:
+                _driving[topic] -= 1
 
     @kopf.on.delete(API_GROUP, VERSION, PLURAL, id="undo_on_delete")  # type: ignore[arg-type]
     @metrics.count_errors
     def undo_on_delete(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
         _undo(settings, namespace, name, body)
+
+
+_driving: dict[str, int] = {}  # topic -> expansions of it being driven now
+_driving_lock = threading.Lock()
+
+
+def expanding(topic: str) -> bool:
+    """Whether an expansion of ``topic`` is being driven (its partitions may exist before its epoch)."""
+    with _driving_lock:
+        return _driving.get(topic, 0) > 0
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ordo.epochs.registry import ProducerRegistry, ProducerReport
 
 from .config import OperatorConfig
 
-__all__ = ["KafkaSide", "clients_for"]
+__all__ = ["KafkaSide", "clients_for", "known_sides"]
 
 _CLIENT_LOG = logging.getLogger("ordo_operator.librdkafka")
 
@@ -37,6 +37,7 @@ class KafkaSide:
         self.epochs = EpochLog(self.config, settings.epoch_topic)
         self.registry = ProducerRegistry(self.config, settings.registry_topic)
         self.writer = EpochLogWriter(self.config, settings.epoch_topic)
+        self._writing = threading.Lock()  # the log has one writer: an expansion, or the topic watch
         self._stop = threading.Event()
         self._logs = threading.Thread(target=self._serve_logs, name="ordo-kafka-logs", daemon=True)
         self._logs.start()
@@ -82,9 +83,29 @@ class KafkaSide:
     def write_history(self, history: EpochHistory) -> None:
         """Write the topic's new history and wait until the log reads it back (a write that is not
         readable has not happened for the clients)."""
+        with self._writing:
+            self._write(history)
+
+    def record_first(self, history: EpochHistory) -> bool:
+        """Write a topic's first history unless the log has one by now (an expansion's fence, read
+        back under the same lock); whether it was written."""
+        with self._writing:
+            if not self.epochs.catch_up(self.timeout):
+                raise TimeoutError(f"the epoch log is not read to its end: {self.epochs.describe()}")
+            if self.epochs.history(history.topic) is not None:
+                return False
+            self._write(history)
+            return True
+
+    def _write(self, history: EpochHistory) -> None:
         self.writer.write(history, self.timeout)
         if not self.epochs.wait_for(lambda: self.epochs.history(history.topic) == history, self.timeout):
             raise TimeoutError(f"the epoch log does not read back {history.topic}'s new history yet")
+
+    def partition_counts(self) -> dict[str, int]:
+        """Every topic's partition count, from one metadata request."""
+        topics = self.admin.list_topics(timeout=self.timeout).topics
+        return {name: len(t.partitions) for name, t in topics.items() if t.error is None}
 
     def live_producers(self, topic: str) -> Mapping[str, ProducerReport]:
         """The producers of ``topic`` live now, judged from every report written before this
@@ -126,6 +147,12 @@ def clients_for(config: Mapping[str, Any], settings: OperatorConfig) -> KafkaSid
         if side is None:
             side = _clients[key] = KafkaSide(config, settings)
         return side
+
+
+def known_sides() -> list[KafkaSide]:
+    """The clients of every Kafka cluster the operator has talked to so far."""
+    with _lock:
+        return list(_clients.values())
 
 
 def close_all() -> None:

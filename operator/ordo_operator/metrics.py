@@ -74,6 +74,11 @@ FENCE_WAIT_SECONDS = Histogram(
     buckets=_PHASE_BUCKETS,
 )
 OPERATOR_ERRORS = Counter("ordo_operator_errors", "Errors raised by operator handlers, by kind", ["kind"])
+TOPIC_PARTITIONS_OUTSIDE_EPOCHS = Gauge(
+    "ordo_topic_partitions_outside_epochs",
+    "Partitions of a topic ordo's producers write that no epoch covers (added outside ordo)",
+    ["topic"],
+)
 
 
 def record_rebalance(namespace: str, group: str, duration: float, members: int, generation: int) -> None:

@@ -9,6 +9,7 @@ import kopf
 
 from . import expansions, finalizers, producer_groups
 from .config import OperatorConfig
+from .topics import TopicWatch
 
 __all__ = ["register_all"]
 
@@ -26,6 +27,16 @@ def register_all(config: OperatorConfig) -> None:
         settings.watching.server_timeout = 60
         settings.networking.request_timeout = 30
         settings.execution.max_workers = config.max_workers  # a thread per live group (config.py)
+
+    watch = TopicWatch(config, expansions.expanding)
+
+    @kopf.on.startup()
+    def watch_topics(**_: Any) -> None:
+        watch.start()
+
+    @kopf.on.cleanup()
+    def stop_watching_topics(**_: Any) -> None:
+        watch.stop()
 
     expansions.register(config)
     producer_groups.register(config)

@@ -693,6 +693,7 @@ class OrderedProducer:
             topics=tuple(sorted(topics)),
             partitioner=self.partitioner_name,
             epochs={t: s.epoch for t, s in topics.items()},
+            partitions={t: s.partitions for t, s in topics.items()},
             fenced=fenced,
             session_timeout_ms=int(self.session_timeout * 1000),
             delivery_timeout_ms=self.delivery_timeout,

@@ -21,6 +21,8 @@ from ordo.api import ExpansionPhase
 from ordo.epochs import Epoch, EpochHistory, EpochState
 from ordo.protocol import MAX_CONTROL_RECORD_BYTES
 
+from .topics import added_outside, first_count
+
 __all__ = [
     "Effect",
     "ExpansionState",
@@ -54,6 +56,8 @@ class ProducerView:
 
     fenced_epoch: int | None = None
     partitioner: str = "murmur2"
+    partitions: int | None = None
+    """The partition count it reports placing records by (None: an earlier ordo's producer)."""
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,9 @@ def _validate(topic: str, target: int, state: ExpansionState, world: World) -> S
             f"expansion {world.other_expansion} of topic {topic!r} is in flight; this one waits",
             requeue=5.0,
         )
-    history = world.history or EpochHistory.initial(topic, world.topic_partitions)
+    # a topic ordo never recorded: its producers' count, not partitions added outside ordo since
+    counts = {p: v.partitions for p, v in world.producers.items() if v.partitions is not None}
+    history = world.history or EpochHistory.initial(topic, first_count(counts, world.topic_partitions))
     if history.fencing:
         return Step(
             state,
@@ -402,12 +408,4 @@ def partitions_in_sync(
     known = history.active.partitions
     if topic_partitions <= known:
         return InSync(True, "InSync", f"{topic!r} has the {known} partitions of epoch {epoch}")
-    return InSync(
-        False,
-        "PartitionsAddedOutsideOrdo",
-        f"{topic!r} has {topic_partitions} partitions but epoch {epoch} knows {known}: partitions "
-        f"{known}..{topic_partitions - 1} were added outside ordo (or by an expansion that was aborted "
-        "after creating them), belong to no epoch, and gated "
-        f"consumers hold their records; an OrderedTopicExpansion of {topic!r} to {topic_partitions} "
-        "or more partitions covers them with an epoch",
-    )
+    return InSync(False, "PartitionsAddedOutsideOrdo", added_outside(topic, known, topic_partitions, epoch))

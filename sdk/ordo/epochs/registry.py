@@ -52,6 +52,9 @@ class ProducerReport(BaseModel):
     partitioner: str = Field(default="murmur2", description="murmur2, round_robin or explicit.")
     epochs: dict[str, int] = Field(default_factory=dict, description="topic → epoch it produces with.")
     fenced: dict[str, int] = Field(default_factory=dict, description="topic → fence epoch it acknowledged.")
+    partitions: dict[str, int] = Field(
+        default_factory=dict, description="topic → the partition count it places records by."
+    )
     session_timeout_ms: int = Field(ge=100, le=3_600_000)
     reported_at_ms: int = Field(
         ge=0, description="The producer's wall-clock time of the report (Unix ms), for people only."
@@ -130,6 +133,16 @@ class ProducerRegistry(CompactedTopicReader[ProducerReport]):
         silently counts as live for one more session (a fence waits longer; it never skips a
         producer that reports)."""
         return live_reports(self.heard().values(), topic, time.monotonic())
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """topic → live producer → the partition count it reports placing records by."""
+        now = time.monotonic()
+        found: dict[str, dict[str, int]] = {}
+        for report, at in self.heard().values():
+            if report.live(at, now):
+                for topic, count in report.partitions.items():
+                    found.setdefault(topic, {})[report.producer_id] = count
+        return found
 
     def stragglers(self, topic: str, epoch: int, margin: float) -> Mapping[str, float]:
         """``stragglers`` of what this reader received (a reader that just started received
