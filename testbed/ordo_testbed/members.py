@@ -136,6 +136,8 @@ class SimulatedMembers:
                     break
                 self._pool.submit(self._patch_lease, name, {"spec": {"renewTime": _micro_time()}})
                 self.renewals += 1
+            else:  # the next round a session / 3 after this one began (with few members, at once)
+                self._stop.wait(max(0.0, began + self.session / 3 - time.monotonic()))
 
     def _acknowledge(self) -> None:
         """Acknowledge each member's newest assignment as soon as it is written."""

@@ -44,6 +44,15 @@ SECONDS = float(os.environ.get("ORDO_CHAOS_SECONDS", "50"))
 GROUP, SOURCE_PARTITIONS = "chaos", 8
 MEMBER_LABELS, READER_LABELS = {"app": "chaos-member"}, {"app": "chaos-reader"}
 CONSUMERS = 3
+COPIED = 500  # source records the members must have committed before they are stopped
+PROGRESS_SECONDS = 300.0  # how long they may take to get there once the chaos is over
+# Every wait of the test in turn (settling, the schedule, each expansion's completion, the
+# progress floor, the members' exits, the checkpoint read, both verifiers, the consumers' exits),
+# plus the fixtures': a guard against a hang, never hit by a run that is only slow.
+TIMEOUT = int(
+    90 + SECONDS + 180 * (SECONDS // Limits().expansion_gap + 1) + PROGRESS_SECONDS
+    + 60 * Limits().max_members + 90 + 120 + 120 + 60 * CONSUMERS + 300
+)  # fmt: skip
 
 
 @dataclass
@@ -241,6 +250,7 @@ def chaos(
         print(operator.log_text()[-3000:])
 
 
+@pytest.mark.timeout(TIMEOUT)
 def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
     seed = int(os.environ.get("ORDO_CHAOS_SEED") or random.SystemRandom().randrange(2**32))
     replay = f"chaos seed {seed}: replay with ORDO_CHAOS_SEED={seed} ORDO_CHAOS_SECONDS={SECONDS:.0f}"
@@ -266,6 +276,12 @@ def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
     expansions = Expansions(chaos.kube.custom, chaos.kube.namespace)
     phases = {name: expansions.wait_phase(name, "Completed", 180)["phase"] for name in chaos.expansions}
     assert len(phases) >= 3, replay
+    wait_for(
+        lambda: sum(read_checkpoints(chaos.kafka.bootstrap, chaos.checkpoint_topic).values()) > COPIED,
+        PROGRESS_SECONDS,
+        f"the members to commit over {COPIED} source records ({replay})",
+        step=5,
+    )
     for pod in chaos.members:
         pod.sigterm()
     for pod in chaos.members + chaos.stopping:
@@ -306,4 +322,4 @@ def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
             out.write(json.dumps(report) + "\n")
     assert report["violations"] == 0
     # a floor, not a rate: 910 in a full run beside two benchmarks on 2 cores
-    assert sources.records > 500, "the members copied under chaos"
+    assert sources.records > COPIED, "the members copied under chaos"

@@ -153,7 +153,29 @@ def test_producer_group_survives_a_deleted_member(cluster: Cluster) -> None:
     # Delete a member that owns partitions mid-copy: its partitions move, and the new owner resumes
     # from the checkpoint committed with the data, so nothing is lost or written twice.
     victim = next(pod for pod, owned in groups.owners(group).items() if owned)
+    at_choice = groups.checkpoints(group)
+
+    def victim_committed() -> bool:
+        # A checkpoint of a partition the victim owns, moved since it was chosen: the victim has
+        # committed a unit (so its records are in the output the verdict reads).
+        rows = groups.status(group).get("checkpoints") or []
+        return any(
+            row.get("owner") == victim
+            and row.get("checkpoint") is not None
+            and row["checkpoint"] != at_choice.get(row["partition"])
+            for row in rows
+        )
+
+    wait_for(victim_committed, 120, f"a checkpoint committed by {victim}", step=1)
+    generation = groups.status(group)["generation"]
     cluster.core.delete_namespaced_pod(victim, APP_NAMESPACE)
+
+    def victim_gone() -> bool:
+        status = groups.status(group)
+        members = {m["pod"] for m in status.get("members") or []}
+        return status.get("generation", 0) > generation and victim not in members
+
+    wait_for(victim_gone, 180, f"a new generation without {victim}", step=1)
     after = groups.wait_settled(group, members=3, timeout=180, partitions=sources)
     assert victim not in groups.owners(group) and after["generation"] > before["generation"]
 

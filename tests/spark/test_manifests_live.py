@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.kube.identity import wait_rbac_effective
 
 pytestmark = pytest.mark.testbed
 
@@ -56,6 +57,7 @@ def test_setup_applies_and_the_account_may_run_spark(kube: Kube) -> None:
     setup = in_namespace((MANIFESTS / "setup.yaml").read_text(), kube.namespace)
     applied = kubectl(kube, "apply", "-f", "-", stdin=setup)
     assert applied.returncode == 0, applied.stderr
+    wait_rbac_effective(kube.api, list(yaml.safe_load_all(setup)))  # the authorizer lags the apply
     accounts = {
         yaml.safe_load(m.read_text())["spec"]["driver"]["serviceAccount"] for m in MANIFESTS.glob("*-*.yaml")
     }

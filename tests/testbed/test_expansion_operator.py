@@ -172,6 +172,10 @@ def test_a_producer_that_never_acknowledges_aborts_the_expansion(env: Env) -> No
 def test_a_second_expansion_of_the_topic_waits_for_the_first(env: Env) -> None:
     topic = env.kafka.create_topic(3)
     env.expansion("first", topic, 4)
+    # the operator has taken the first up: the second, created now, is the one that must wait
+    wait_for(
+        lambda: env.expansions.status("first").get("phase") not in (None, "Pending"), 30, "first to start"
+    )
     env.expansion("second", topic, 8)
     first = env.wait_phase("first", "Completed")
     second = env.wait_phase("second", "Completed")

@@ -262,8 +262,12 @@ def test_closing_aborts_a_transaction_left_open(member: Member, kafka: KafkaHand
     wait_for(lambda: _ends(kafka, member.topic, "read_uncommitted") > 0, 20, "the record in Kafka")
     assert _ends(kafka, member.topic, "read_committed") == 0, "the transaction is open"
     member.producer.close(timeout=1)
-    end = _ends(kafka, member.topic, "read_uncommitted")
-    wait_for(lambda: _ends(kafka, member.topic, "read_committed") == end, 20, "the transaction to end")
+
+    def ended() -> bool:  # the record and its transaction's marker, all stable
+        end = _ends(kafka, member.topic, "read_uncommitted")
+        return end >= 2 and _ends(kafka, member.topic, "read_committed") == end
+
+    wait_for(ended, 20, "the transaction to end")
     assert member.committed(member.topic) == []
 
 
@@ -395,7 +399,7 @@ def test_a_member_idle_past_its_limit_gives_its_partitions_up_and_alive_brings_i
     """No alive() and no committed unit for maxIdleSeconds: the member steps out (its Lease names no
     holder, so the operator moves the partitions at once), its open unit cannot commit any more,
     and the application hears ``lost``. alive() brings it back."""
-    idle = member.settings.model_copy(update={"max_idle_seconds": 2})
+    idle = member.settings.model_copy(update={"max_idle_seconds": 4})  # time to open the unit below
     member.assign(0, 1, settings=idle)
     hanging = member.producer.transaction(0)
     hanging.produce(member.topic, b"late", b"k")  # then the copy loop hangs
@@ -409,6 +413,10 @@ def test_a_member_idle_past_its_limit_gives_its_partitions_up_and_alive_brings_i
     written = [json.loads(v) for v in member.committed(member.settings.checkpoint_topic)]
     assert [c for c in written if not c.get("takeover")] == [], "no checkpoint of the hung unit"
 
+    # the default limit again (taken while out; it takes nothing until alive()): back in, the
+    # member does not step out before its unit below, however long the steps take
+    member.assign(0, 1)
+    assert member.events[-1].assignment == {}
     assert member.producer.alive() is False, "it was out; this call brings it back"
     wait_for(lambda: member.holder() == "member", 10, "the Lease held again")
     wait_for(lambda: member.events[-1].assigned == {0: None, 1: None}, 20, "the partitions again")

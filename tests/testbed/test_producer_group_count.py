@@ -30,6 +30,7 @@ def test_more_groups_than_kopfs_default_threads_are_all_served(
     try:
         for i, sim in enumerate(members):
             sim.add([f"g{i}-member"])
+            sim.renew(True)  # Leases renewed as members do: a slow run does not see them expire
             groups.create(f"g{i}", 2, {"app": f"g{i}"})
         for i in range(count):
             groups.wait_settled(f"g{i}", 1, 60, 2)

@@ -24,6 +24,7 @@ def test_a_pod_follows_its_labels_in_and_out_of_the_group(
     sim = SimulatedMembers(kube.api, kube.namespace, "g", session_seconds=30)
     try:
         sim.add(["m-0", "m-1"])
+        sim.renew(True)  # Leases renewed as members do: a slow run does not see them expire
         groups.create("g", 4, {"app": "g"})
         groups.wait_settled("g", 2, 30, 4)
 

@@ -22,7 +22,9 @@ from ordo_testbed.kube.fixtures import KubeCluster
 from ordo_testbed.kube.kubelet import PlaceholderKubelet
 from ordo_testbed.waiting import wait_for
 
-pytestmark = [pytest.mark.testbed, pytest.mark.slow]
+SANDBOX_SECONDS = 600  # the sandbox's 20 s run, however long a loaded machine makes the rest
+# each test: the sandbox's run, plus its own waits after it and its fixtures
+pytestmark = [pytest.mark.testbed, pytest.mark.slow, pytest.mark.timeout(SANDBOX_SECONDS + 180)]
 
 
 def _kill_processes_naming(marker: str) -> None:
@@ -46,7 +48,7 @@ def _sandbox(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess
         done = subprocess.run(
             [sys.executable, "-m", "ordo.cli", "sandbox", "--duration", "20", "--no-spark",
              "--report", str(report_path), "--workdir", str(tmp_path / "run"), *options],
-            capture_output=True, text=True, timeout=240,
+            capture_output=True, text=True, timeout=SANDBOX_SECONDS,
             env={**os.environ, "ORDO_SCENARIO_DEBUG": "1"},  # consumers report their offsets
         )  # fmt: skip
     except subprocess.TimeoutExpired:

@@ -214,15 +214,25 @@ def test_a_slow_pool_wakes_the_poll_for_smaller_batches_and_a_fast_one_for_a_qua
     with _offline(max_in_flight=1_000) as consumer:
         assert consumer._wake_at == 750  # until a rate is known
         window = 5 * WAKE_EVERY
-        consumer._handed_since = time.monotonic() - window
-        consumer._pace(int(3_000 * window))
-        assert consumer._wake_at == 1_000 - 62  # 3,000/s x 20 ms = 60, below a sixteenth (62)
-        consumer._handed_since = time.monotonic() - window
-        consumer._pace(int(100_000 * window))
-        assert consumer._wake_at == 750
-        consumer._handed_since = time.monotonic() - window
-        consumer._pace(int(8_000 * window))
-        assert 150 <= 1_000 - consumer._wake_at <= 160  # 8,000/s x 20 ms (the window ran on a little)
+
+        def pace(per_second: int) -> tuple[int, int]:
+            """_pace after a window of handing ``per_second``: the room it chose, and what the
+            workers finish in WAKE_EVERY at the rate over the window as it really ran (it runs on
+            past ``window`` by however long the machine takes between the two clock reads)."""
+            since = time.monotonic() - window
+            consumer._handed_since = since
+            handed = int(per_second * window)
+            consumer._pace(handed)
+            ran = consumer._handed_since - since  # _pace's now: the window it measured
+            assert ran >= window
+            return 1_000 - consumer._wake_at, int(handed / ran * WAKE_EVERY)
+
+        room, _ = pace(3_000)
+        assert room == 62  # 3,000/s x 20 ms = 60 or fewer, below a sixteenth (62)
+        room, paced = pace(100_000)
+        assert room == min(250, max(62, paced))  # 2,000: a quarter (250), unless the window ran on 8x
+        room, paced = pace(8_000)
+        assert room == max(62, paced) and paced <= 160  # 8,000/s x 20 ms, less as the window ran on
 
 
 def test_one_quick_poll_alone_does_not_change_the_pace() -> None:
@@ -240,8 +250,8 @@ def test_a_full_buffer_holds_the_fetcher_before_it_pauses_every_partition(
     # longer than the offline fetcher's loop (a 50 ms consume): pausing at once would show
     monkeypatch.setattr(consumer_module, "PAUSE_AFTER", 0.5)
     with _offline(max_buffered=100) as consumer:
+        full_at = time.monotonic()  # before the handover: the fetcher may see it full at once
         consumer._hand_over(_records(0, 100))
-        full_at = time.monotonic()
         assert _until(lambda: consumer._owned[(TOPIC, 0)].paused)
         assert time.monotonic() - full_at >= 0.5
         records = consumer.poll(0, 100).records  # drained: resumed below three quarters

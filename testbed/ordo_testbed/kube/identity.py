@@ -12,8 +12,17 @@ from typing import Any
 import yaml
 
 from ordo_testbed.kube.apiserver import KubeApiServer
+from ordo_testbed.waiting import wait_for
 
-__all__ = ["CHART", "apply_rbac", "chart_rbac", "member_identity", "operator_identity", "token_kubeconfig"]
+__all__ = [
+    "CHART",
+    "apply_rbac",
+    "chart_rbac",
+    "member_identity",
+    "operator_identity",
+    "token_kubeconfig",
+    "wait_rbac_effective",
+]
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "ordo"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -34,7 +43,8 @@ def chart_rbac(values: dict[str, Any], release: str, namespace: str) -> list[dic
 
 
 def apply_rbac(api: Any, objects: list[dict[str, Any]]) -> None:
-    """Create them (an existing one is left as it is)."""
+    """Create them (an existing one is left as it is), and wait until the authorizer grants what
+    they grant (see ``wait_rbac_effective``)."""
     import kubernetes
 
     core: Any = kubernetes.client.CoreV1Api(api)
@@ -52,6 +62,66 @@ def apply_rbac(api: Any, objects: list[dict[str, Any]]) -> None:
         except kubernetes.client.ApiException as error:
             if error.status != 409:
                 raise
+    wait_rbac_effective(api, objects)
+
+
+def _reviews(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A SubjectAccessReview spec per binding among ``objects`` whose role is among them too: its
+    first subject asking for its role's first rule (first verb, group and resource)."""
+    roles = {
+        (o["kind"], o["metadata"].get("namespace") if o["kind"] == "Role" else None, o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] in ("Role", "ClusterRole")
+    }
+    specs: list[dict[str, Any]] = []
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding") or not binding.get("subjects"):
+            continue
+        namespace = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        ref = binding["roleRef"]
+        role = roles.get((ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"]))
+        rules = [r for r in (role or {}).get("rules") or [] if r.get("resources") and r.get("verbs")]
+        if not rules:
+            continue  # a role from elsewhere (or without resource rules): nothing known to ask
+        rule = rules[0]
+        resource, _, subresource = rule["resources"][0].partition("/")
+        attributes: dict[str, Any] = {
+            "verb": rule["verbs"][0],
+            "group": (rule.get("apiGroups") or [""])[0],
+            "resource": resource,
+        }
+        if subresource:
+            attributes["subresource"] = subresource
+        if rule.get("resourceNames"):
+            attributes["name"] = rule["resourceNames"][0]
+        if namespace:
+            attributes["namespace"] = namespace
+        subject = binding["subjects"][0]
+        spec: dict[str, Any] = {"resourceAttributes": attributes}
+        if subject["kind"] == "ServiceAccount":
+            spec["user"] = f"system:serviceaccount:{subject.get('namespace', namespace)}:{subject['name']}"
+        elif subject["kind"] == "Group":
+            spec["groups"] = [subject["name"]]
+        else:
+            spec["user"] = subject["name"]
+        specs.append(spec)
+    return specs
+
+
+def wait_rbac_effective(api: Any, objects: list[dict[str, Any]], timeout: float = 30.0) -> None:
+    """Wait until the authorizer grants, for each binding among ``objects``, one rule of its role
+    to its first subject (SubjectAccessReview): the API server's RBAC authorizer reads Roles and
+    bindings from its informers' caches, which lag their creation."""
+    import kubernetes
+
+    authorization: Any = kubernetes.client.AuthorizationV1Api(api)
+    for spec in _reviews(objects):
+
+        def allowed(spec: dict[str, Any] = spec) -> bool:
+            review = authorization.create_subject_access_review({"spec": spec})
+            return bool(review.status.allowed)
+
+        wait_for(allowed, timeout, f"RBAC to grant {spec}")
 
 
 def token_kubeconfig(server: KubeApiServer, api: Any, namespace: str, account: str, path: Path) -> Path:

@@ -67,13 +67,13 @@ def test_a_dropped_watch_ends_at_once_and_the_next_one_goes_on(kube: Kube, proxy
     core = through(proxy)
     for name in ("a", "b", "c"):
         kube.core.create_namespaced_config_map(kube.namespace, {"metadata": {"name": name}})
-    proxy.faults.add(verb="watch", resource="configmaps", namespace=kube.namespace, code=0, drop=True)
+    drop = proxy.faults.add(verb="watch", resource="configmaps", namespace=kube.namespace, code=0, drop=True)
     cut = kubernetes.watch.Watch().stream(  # type: ignore[no-untyped-call]
         core.list_namespaced_config_map, kube.namespace, timeout_seconds=20, _request_timeout=30
     )
-    began = time.monotonic()
+    # ended by the proxy with no events: a watch the server served would list a, b and c first
     assert [event["object"].metadata.name for event in cut] == []
-    assert time.monotonic() - began < 15  # ended by the proxy, not by the server's 20 s timeout
+    assert drop.hits == 1
     watch: Any = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
     whole = watch.stream(core.list_namespaced_config_map, kube.namespace, timeout_seconds=2)
     assert sorted(event["object"].metadata.name for event in whole) == ["a", "b", "c"]
