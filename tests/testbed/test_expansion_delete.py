@@ -21,7 +21,7 @@ from ordo.epochs.log import read_history
 from ordo.epochs.registry import ProducerRegistry
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import end_offsets
+from ordo_testbed.kafka.testing import await_records
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions
@@ -43,17 +43,6 @@ CASES = [(phase, None) for phase in PARKED_AT] + [
     ("Fencing", "after:abort-on-delete"),
 ]
 IN_CI = [*CASES[:4], ("Fencing", "after:abort-on-delete")]
-
-
-def _written(kafka: KafkaHandle, topic: str, partitions: int) -> int:
-    return sum(end_offsets(kafka.bootstrap, topic, partitions).values())
-
-
-def _producers_write_again(kafka: KafkaHandle, topic: str, partitions: int) -> None:
-    before = _written(kafka, topic, partitions)
-    wait_for(
-        lambda: _written(kafka, topic, partitions) >= before + 200, 30, "the topic's producers to write again"
-    )
 
 
 def _states(kafka: KafkaHandle, epochs: str, topic: str) -> list[tuple[int, EpochState]]:
@@ -112,7 +101,7 @@ def test_an_expansion_deleted_in_any_phase_is_undone_and_nothing_wedges(
         )
         said = [e.message or "" for e in kube.events("DeletedInFlight")]
         assert any(f"deleted while {phase}" in m for m in said), said
-        _producers_write_again(kafka, topic, 4)
+        await_records(kafka.bootstrap, topic, 4, 200, timeout=30)  # the producers write again
         grow.create("again", topic, 8, fenceTimeoutSeconds=60)
         status = grow.wait_phase("again", "Completed", 90)
         assert (status["fromPartitions"], status["toPartitions"]) == (4, 8)
@@ -169,7 +158,7 @@ def test_deleting_expansions_held_by_a_stalled_producer_frees_the_topic(
         grow.delete("grow")
         wait_for(lambda: not grow.exists("grow"), 30, "the fencing expansion to be undone and gone")
         assert _states(kafka, epochs, topic) == [(0, EpochState.ACTIVE), (1, EpochState.ABORTED)]
-        _producers_write_again(kafka, topic, 4)
+        await_records(kafka.bootstrap, topic, 4, 200, timeout=30)  # the producers write again
         stuck.kill()
         stuck.wait(10)
         grow.create("again", topic, 8, fenceTimeoutSeconds=60)

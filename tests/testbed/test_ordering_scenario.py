@@ -16,7 +16,7 @@ import pytest
 from ordo_sandbox.scenario.verify import Verdict, read_acknowledged
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import end_offsets
+from ordo_testbed.kafka.testing import await_records, records_in
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.waiting import wait_for
@@ -62,7 +62,8 @@ def _expand(kube: Kube, topic: str, partitions: int) -> None:
 def _traffic(kafka: KafkaHandle, topic: str, partitions: int, at_least: int, what: str) -> int:
     """Wait until the topic holds ``at_least`` records (its end offsets' sum); returns the sum."""
     started = time.monotonic()
-    total = wait_for(lambda: (n := kafka_end(kafka, topic, partitions)) >= at_least and n, 60, what)
+    more = at_least - records_in(kafka.bootstrap, topic, partitions)
+    total = await_records(kafka.bootstrap, topic, partitions, max(0, more))
     print(f"{what}: {total} records after {time.monotonic() - started:.1f}s")
     return total
 
@@ -103,9 +104,11 @@ def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, s
         # before the broker hosts it, and Kafka can then acknowledge a first batch it does not
         # keep (docs/reliability.md; ordo's operator publishes an epoch only once the
         # partitions are served).
-        target = kafka_end(kafka, topic, STEPS[-1]) if plain else delivered
+        target = records_in(kafka.bootstrap, topic, STEPS[-1]) if plain else delivered
         started = time.monotonic()
-        assert workload.drain(target, timeout=60), workload.why_not_drained(delivered)
+        assert workload.drain(target, timeout=60, every_acknowledged=not plain), workload.why_not_drained(
+            delivered
+        )
         print(f"drained in {time.monotonic() - started:.1f}s")
     finally:
         started = time.monotonic()
@@ -113,10 +116,6 @@ def _run(kafka: KafkaHandle, kube: Kube, operator: tuple[OperatorProcess, str, s
         print(f"stopped in {time.monotonic() - started:.1f}s")
     print(("plain: " if plain else "ordo: ") + verdict.summary(), verdict.examples)
     return verdict, read_acknowledged(workload.delivered_paths())
-
-
-def kafka_end(kafka: KafkaHandle, topic: str, partitions: int = 3) -> int:
-    return sum(end_offsets(kafka.bootstrap, topic, partitions).values())
 
 
 def test_expansions_under_load_keep_every_key_in_order(

@@ -24,7 +24,7 @@ from ordo_sandbox.scenario.records import Numbered, decode, encode
 from ordo_sandbox.scenario.verify import read_acknowledged
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import end_offsets
+from ordo_testbed.kafka.testing import await_records, records_in
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions
@@ -33,10 +33,6 @@ from ordo_testbed.waiting import wait_for
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
 POD = "ordo-operator-0"  # the operator's pod, as the chart's downward API names it
-
-
-def _written(kafka: KafkaHandle, topic: str, partitions: int) -> int:
-    return sum(end_offsets(kafka.bootstrap, topic, partitions).values())
 
 
 def test_partitions_added_outside_ordo_are_held_said_and_taken_in_by_an_expansion(
@@ -77,8 +73,7 @@ def test_partitions_added_outside_ordo_are_held_said_and_taken_in_by_an_expansio
         )
         kafka.grow(topic, 6)  # outside ordo
         late.start_producers()
-        before = _written(kafka, topic, 6)
-        wait_for(lambda: _written(kafka, topic, 6) >= before + 400, 30, "both producers writing")
+        await_records(kafka.bootstrap, topic, 6, 400, timeout=30)  # both producers write
         late.stop_producers()
         placed = {int(at.split("@")[0][1:]) for at in read_acknowledged(late.delivered_paths()).values()}
         assert placed and max(placed) < 4, f"the late producer used the recorded 4 partitions: {placed}"
@@ -115,7 +110,7 @@ def test_partitions_added_outside_ordo_are_held_said_and_taken_in_by_an_expansio
         status = grow.wait_phase("adopt", "Completed", 90)
         assert (status["fromPartitions"], status["toPartitions"]) == (4, 6), "prior sets of 4 -> 6"
         early.stop_producers()
-        total = _written(kafka, topic, 6)
+        total = records_in(kafka.bootstrap, topic, 6)
         wait_for(lambda: consume() >= total, 60, "every record delivered, partitions 4 and 5 in order")
         assert {4, 5} <= seen_partitions
     finally:

@@ -16,7 +16,9 @@ topic from the beginning; a plain consumer of the same topic is the control that
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from ordo_sandbox.scenario.verify import Processed, read_acknowledged, read_proc
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import end_offsets
+from ordo_testbed.kafka.testing import await_records
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions
@@ -63,13 +65,22 @@ def _workload(
     )  # fmt: skip
 
 
-def _written(kafka: KafkaHandle, topic: str, partitions: int) -> int:
-    return sum(end_offsets(kafka.bootstrap, topic, partitions).values())
-
-
-def _more_traffic(kafka: KafkaHandle, topic: str, partitions: int, records: int) -> None:
-    start = _written(kafka, topic, partitions)
-    wait_for(lambda: _written(kafka, topic, partitions) >= start + records, 60, f"{records} more records")
+@contextmanager
+def _paused_while_growing(
+    kafka: KafkaHandle, grow: Expansions, topic: str, workload: Workload
+) -> Iterator[subprocess.Popen[str]]:
+    """Producer 0 stopped (SIGSTOP) with records queued, and the topic growing 4 -> 8; after the
+    caller's steps, traffic by the new count, then the producers stop (producer 0 woken first)."""
+    paused = workload.producers[0]
+    try:
+        await_records(kafka.bootstrap, topic, 4, 3000)
+        paused.send_signal(signal.SIGSTOP)
+        grow.create("grow", topic, 8, fenceTimeoutSeconds=60)
+        yield paused
+        await_records(kafka.bootstrap, topic, 8, 3000)
+    finally:
+        paused.send_signal(signal.SIGCONT)
+        workload.stop_producers()
 
 
 def _judge(kafka: KafkaHandle, topic: str, epochs: str, workload: Workload, directory: Path) -> None:
@@ -154,20 +165,12 @@ def test_a_producer_paused_past_its_session_lands_nothing_after_the_thresholds(
     epochs, _ = log_topics
     topic = kafka.create_topic(4)
     workload = _workload(kafka.bootstrap, topic, tmp_path, log_topics, delivery_ms=6000).start_producers()
-    paused = workload.producers[0]
-    try:
-        _more_traffic(kafka, topic, 4, 3000)
-        paused.send_signal(signal.SIGSTOP)
-        grow.create("grow", topic, 8, fenceTimeoutSeconds=60)
+    with _paused_while_growing(kafka, grow, topic, workload) as paused:
         status = grow.wait_phase("grow", "Completed", 90)
         assert (status["fromPartitions"], status["toPartitions"]) == (4, 8)
         waited = kube.events("WaitingForSilentProducers")
         assert any("scenario-producer-0" in (e.message or "") for e in waited), [e.message for e in waited]
         paused.send_signal(signal.SIGCONT)
-        _more_traffic(kafka, topic, 8, 3000)
-    finally:
-        paused.send_signal(signal.SIGCONT)
-        workload.stop_producers()
     failed = _delivery_failures(tmp_path)
     print(f"{len(failed)} queued records failed on waking, e.g. {failed[:1]}")
     assert failed and all("timed out" in line for line in failed), failed[:3]
@@ -192,20 +195,10 @@ def test_a_producer_that_wakes_while_the_fence_waits_for_it_is_fenced_before_the
     epochs, _ = log_topics
     topic = kafka.create_topic(4)
     workload = _workload(kafka.bootstrap, topic, tmp_path, log_topics, delivery_ms=15_000).start_producers()
-    paused = workload.producers[0]
-    try:
-        _more_traffic(kafka, topic, 4, 3000)
-        paused.send_signal(signal.SIGSTOP)
-        grow.create("grow", topic, 8, fenceTimeoutSeconds=60)
-        wait_for(
-            lambda: kube.events("WaitingForSilentProducers"), 60, "the fence to wait for the paused producer"
-        )
+    with _paused_while_growing(kafka, grow, topic, workload) as paused:
+        wait_for(lambda: kube.events("WaitingForSilentProducers"), 60, "the fence to wait for the paused one")
         paused.send_signal(signal.SIGCONT)
         grow.wait_phase("grow", "Completed", 90)
-        _more_traffic(kafka, topic, 8, 3000)
-    finally:
-        paused.send_signal(signal.SIGCONT)
-        workload.stop_producers()
     assert not _delivery_failures(tmp_path), _delivery_failures(tmp_path)[:3]
     _judge(kafka, topic, epochs, workload, tmp_path)
 
@@ -237,12 +230,12 @@ def test_a_producer_whose_produce_requests_are_held_past_its_session_lands_nothi
         producer_bootstraps=[kafka.bootstrap],
     ).start_producers()
     try:
-        _more_traffic(kafka, topic, 4, 3000)
+        await_records(kafka.bootstrap, topic, 4, 3000)
         held = kafka.faults.add(Fault(api="Produce", delay=2 * SESSION, duration=2 * SESSION))
         grow.create("grow", topic, 8, fenceTimeoutSeconds=60)
         grow.wait_phase("grow", "Completed", 90)
         assert held.hits > 0
-        _more_traffic(kafka, topic, 8, 3000)
+        await_records(kafka.bootstrap, topic, 8, 3000)
     finally:
         workload.stop_producers()
         operator.stop()

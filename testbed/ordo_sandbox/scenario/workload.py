@@ -106,11 +106,14 @@ class Workload:
     def processed_count(self) -> int:
         """Distinct records the consumers processed (a record processed twice, after a
         rebalance, counts once: counting lines let a drain end with records still unread)."""
+        return len(self._processed_set())
+
+    def _processed_set(self) -> set[tuple[str, int]]:
         seen: set[tuple[str, int]] = set()
         for path in self._processed_paths():
             if path.exists():
                 seen.update((record.key, record.seq) for record in read_processed(path))
-        return len(seen)
+        return seen
 
     def stop_producers(self) -> int:
         """Stop producing; returns how many records were delivered."""
@@ -120,11 +123,17 @@ class Workload:
     def delivered_paths(self) -> list[Path]:
         return [self.delivered_path(i) for i in range(len(self.producers))]
 
-    def drain(self, delivered: int, timeout: float = 60.0) -> bool:
-        """Wait until the consumers processed at least ``delivered`` records (or the timeout)."""
+    def drain(self, delivered: int, timeout: float = 60.0, every_acknowledged: bool = True) -> bool:
+        """Wait until the consumers processed at least ``delivered`` records and (unless
+        ``every_acknowledged`` is False) every record the stopped producers' logs list as
+        acknowledged; False after ``timeout``. A count alone was met by records processed though
+        never acknowledged while acknowledged ones were still held behind a gate."""
+        logs = [path for path in self.delivered_paths() if path.exists()]
+        acknowledged = set(read_acknowledged(logs)) if every_acknowledged else set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.processed_count() >= delivered:
+            seen = self._processed_set()
+            if len(seen) >= delivered and acknowledged <= seen:
                 return True
             time.sleep(0.2)  # polling the consumers' logs
         return False

@@ -57,3 +57,20 @@ def end_offsets(
         return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in wanted}
     finally:
         probe.close()
+
+
+def records_in(bootstrap: str, topic: str, partitions: int) -> int:
+    """How many records (and transaction markers) partitions 0..n-1 of ``topic`` hold: the sum of
+    their end offsets."""
+    return sum(end_offsets(bootstrap, topic, partitions).values())
+
+
+def await_records(bootstrap: str, topic: str, partitions: int, more: int, timeout: float = 60.0) -> int:
+    """Wait until ``topic`` holds ``more`` records beyond what it holds now (traffic, not time);
+    returns the count then."""
+    wanted = records_in(bootstrap, topic, partitions) + more
+    return wait_for(
+        lambda: (n := records_in(bootstrap, topic, partitions)) >= wanted and n,
+        timeout,
+        f"{more} more records",
+    )
