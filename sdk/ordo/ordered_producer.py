@@ -544,7 +544,9 @@ class OrderedProducer:
             )
         current = self._log.history(topic) or history
         self._apply(state, current)
-        if not self._self_fenced:  # a lapsed producer resumes only through the heartbeat's re-read
+        if not self._self_fenced and time.monotonic() < self._lease.until:
+            # extended only while it holds: a lapsed producer (a new one too) resumes through the
+            # heartbeat's re-read of the epoch log, which its log reader may not have done yet
             with self._gate:
                 self._lease.until = max(self._lease.until, sent + self.session_timeout - self._lease_margin)
         self._lock.notify_all()
