@@ -76,6 +76,7 @@ class Membership:
         self._lapse_lock = threading.Lock()  # one caller gives everything up; the others wait for it
         self._lost = False
         self._holding = True  # False while stepped out: the Lease names no holder
+        self._held = False  # whether the last write of the Lease named this member its holder
         self._generation = -1
         self._had_assignment = False
         try:
@@ -165,11 +166,14 @@ class Membership:
     def _renew(self) -> None:
         with self._lock:
             holding = self._holding
-        if holding:
+        if holding and self._held:
             self.lapsed()  # after a lapse, the partitions are given up before the Lease is taken again
         started = time.monotonic()
         session = self._write_lease(holder=self.pod if holding else None)
-        if not holding or session is None:
+        if session is None:
+            return
+        self._held = holding  # stepped out, it owns nothing: stepping in needs no giving up first
+        if not holding:
             return
         with self._lapse_lock:
             self.clock.renewed(started, session)
