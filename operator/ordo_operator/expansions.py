@@ -113,7 +113,8 @@ def _world(
         )
         for pid, r in side.live_producers(topic).items()
     }
-    fencing = state.phase == ExpansionPhase.FENCING and state.epoch is not None
+    # before the fence too (Creating): a producer silent since may still land records
+    fencing = state.phase in (ExpansionPhase.CREATING, ExpansionPhase.FENCING) and state.epoch is not None
     return World(
         topic_partitions=side.partition_count(topic),
         history=side.epochs.history(topic),

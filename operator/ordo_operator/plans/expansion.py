@@ -190,6 +190,19 @@ def _create_then_fence(topic: str, state: ExpansionState, world: World) -> Step:
             f"only round_robin producers write {topic!r}: no key order to keep, expanding without "
             "waiting for producers",
         )
+    if world.stragglers:
+        # Waited for before the fence, while every producer still writes: only a producer falling
+        # silent during the fence then makes the others wait.
+        silent = sorted(world.stragglers)
+        return Step(
+            state,
+            None,
+            "WaitingForSilentProducers",
+            f"{len(silent)} producer(s) of {topic!r} fell silent without closing ({', '.join(silent[:10])}) "
+            f"and may still land records queued by the current count: fencing in "
+            f"{max(world.stragglers.values()):.1f}s (their session + delivery timeout); producers write on",
+            requeue=min(max(world.stragglers.values()), STRAGGLER_POLL_SECONDS),
+        )
     return Step(
         _at(state, ExpansionPhase.FENCING),
         Effect.APPEND_FENCE,

@@ -81,6 +81,12 @@ TABLE = [
     ),
     ("creating, served", SERVED, World(8, None, acked), (P.FENCING, Effect.APPEND_FENCE, "Fencing")),
     (
+        "creating, served, a producer fell silent: wait before fencing",
+        SERVED,
+        World(8, None, acked, stragglers={"gone": 20.0}),
+        (P.CREATING, None, "WaitingForSilentProducers"),
+    ),
+    (
         "creating, served, round robin only",
         SERVED,
         World(8, None, {"r": ProducerView(partitioner="round_robin")}),
