@@ -14,7 +14,7 @@ help:
 	@echo "make lint     - ruff + mypy + the import layers (lint-imports)"
 	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
 	@echo "make crds     - regenerate crds/ from the pydantic models"
-	@echo "make e2e      - kind + real Kafka end-to-end suite (needs Docker)"
+	@echo "make e2e      - the chart, the operator's image and member pods on a real kubelet (root)"
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
 	@echo "make soak     - 30 min chaos soak + every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
@@ -57,8 +57,12 @@ sandbox: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# The whole e2e suite on this machine (root): Docker and containerd from Debian's packages,
+# every image built here, a real kubelet, the chart with helm (tests/e2e/README.md). Prints each
+# step's time; ORDO_E2E_KEEP=1 leaves the cluster running.
 e2e: $(STAMP)
-	$(BIN)/python -m pytest tests/e2e -m e2e
+	scripts/e2e-deps
+	ORDO_E2E=1 $(BIN)/python -m pytest tests/e2e -m e2e
 
 # ORDO_CHAOS_SECONDS / ORDO_CHAOS_SEED override the length and replay a seed; the report lines
 # (one JSON per run) go to chaos-report.jsonl.

@@ -32,7 +32,7 @@ from typing import Any
 import kubernetes
 
 from ordo.group.membership import Membership
-from ordo.protocol import MemberAssignment
+from ordo.protocol import GROUP_LABEL, MemberAssignment
 from ordo_testbed.members import SimulatedMembers, api_client, request_counts
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Groups
@@ -164,7 +164,7 @@ def _sdk_renewals(api: Any, groups: Groups) -> float:
         for i in range(CHECK_MEMBERS):
             pod = f"sdk-{i}"
             core.create_namespaced_pod(
-                name, {"metadata": {"name": pod, "labels": {"app": name}}, "spec": spec}
+                name, {"metadata": {"name": pod, "labels": {"app": name, GROUP_LABEL: name}}, "spec": spec}
             )
             core.patch_namespaced_pod_status(pod, name, {"status": {"phase": "Running", "conditions": ready}})
             acks: list[Membership] = []

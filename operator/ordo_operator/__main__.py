@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -76,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     priority = args.priority
     if args.peering is not None and priority is None:
         priority = random.SystemRandom().randrange(1, 2**31)
+    # kopf names each peer after $POD_ID, or else after the user it looks up by uid: the image's
+    # uid 10001 (any uid the chart's runAsUser sets) has no passwd entry, and that lookup killed
+    # every replica at start with peering on (found by the e2e suite, docs/reliability.md).
+    os.environ.setdefault("POD_ID", os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}")
     try:
         kopf.run(
             clusterwide=not args.namespace,

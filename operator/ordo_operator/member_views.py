@@ -2,14 +2,16 @@
 
 kopf's watches (the event handlers in ``producer_groups``) feed them; a group's daemon LISTs its
 pods and Leases once before its first pass, when its selector changes, after a write found a pod
-gone, and every ``RELIST_SECONDS`` (see ``GroupViews``).
+gone, and every ``RELIST_SECONDS`` (see ``GroupViews``). Only pods labelled ``ordo.dev/group``
+are watched and listed (a member pod's label, its group's name as value): a pod that the selector
+matches but without it is no member.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client import CoordinationV1Api, CoreV1Api
@@ -75,10 +77,9 @@ class GroupViews:
         now = time.monotonic()
         if not self._relist and selector == self._listed_selector and now - self._listed_at < RELIST_SECONDS:
             return
-        pods, revision = list_items(
-            self.core.list_namespaced_pod, self.namespace, label_selector=selector.to_query() or None
-        )
-        PODS.relisted(self.namespace, selector.matches, map(pod_listed, pods), revision, now)
+        query = ",".join(filter(None, (selector.to_query(), GROUP_LABEL)))
+        pods, revision = list_items(self.core.list_namespaced_pod, self.namespace, label_selector=query)
+        PODS.relisted(self.namespace, _member_of(selector), map(pod_listed, pods), revision, now)
         leases, revision = list_items(
             self.coordination.list_namespaced_lease,
             self.namespace,
@@ -88,7 +89,7 @@ class GroupViews:
         self._listed_selector, self._listed_at, self._relist = selector, now, False
 
     def pods(self, selector: LabelSelector) -> list[PodView]:
-        return sorted(PODS.select(self.namespace, selector.matches).values(), key=lambda pod: pod.name)
+        return sorted(PODS.select(self.namespace, _member_of(selector)).values(), key=lambda pod: pod.name)
 
     def leases(self) -> dict[str, LeaseView]:
         return LEASES.select(self.namespace, self._ours)
@@ -99,3 +100,8 @@ class GroupViews:
 
     def _ours(self, labels: dict[str, str]) -> bool:
         return labels.get(GROUP_LABEL) == self.group
+
+
+def _member_of(selector: LabelSelector) -> Callable[[dict[str, str]], bool]:
+    """A pod's labels make it a candidate member: the group's selector and the member label."""
+    return lambda labels: GROUP_LABEL in labels and selector.matches(labels)

@@ -113,7 +113,9 @@ def register(settings: OperatorConfig) -> None:
         if observe_lease(namespace, body, deleted=type == "DELETED"):
             _wakers.wake_group(namespace, labels[GROUP_LABEL])
 
-    @kopf.on.event("", "v1", "pods")  # type: ignore[arg-type]
+    # the watch is filtered server-side to pods carrying GROUP_LABEL (setup.py); the filter
+    # here says the same for a reader
+    @kopf.on.event("", "v1", "pods", labels={GROUP_LABEL: kopf.PRESENT})  # type: ignore[arg-type]
     def pod_changed(
         namespace: str, labels: dict[str, str], body: kopf.Body, type: str | None, **_: Any
     ) -> None:

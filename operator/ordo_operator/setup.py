@@ -7,6 +7,8 @@ from typing import Any
 
 import kopf
 
+from ordo.protocol import GROUP_LABEL
+
 from . import expansions, finalizers, producer_groups
 from .config import OperatorConfig
 from .topics import TopicWatch
@@ -25,6 +27,9 @@ def register_all(config: OperatorConfig) -> None:
         settings.persistence.finalizer = finalizers.FINALIZER
         settings.posting.level = logging.WARNING  # Events come from our handlers, not from every log line
         settings.watching.server_timeout = 60
+        # Only member pods (labelled with their group) reach the operator: the API server filters
+        # the pod watch, so unrelated pods cost neither memory nor events (docs/reliability.md).
+        settings.watching.label_selectors["", "v1", "pods"] = GROUP_LABEL
         settings.networking.request_timeout = 30
         settings.execution.max_workers = config.max_workers  # a thread per live group (config.py)
 

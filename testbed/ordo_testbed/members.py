@@ -88,7 +88,7 @@ class SimulatedMembers:
 
     def _add_one(self, name: str) -> None:
         spec = {"nodeName": NODE_NAME, "containers": [{"name": "main", "image": "simulated-member"}]}
-        metadata = {"name": name, "labels": {"app": self.group}}
+        metadata = {"name": name, "labels": {"app": self.group, GROUP_LABEL: self.group}}
         self.core.create_namespaced_pod(self.namespace, {"metadata": metadata, "spec": spec})
         status = {"phase": "Running", "podIP": "127.0.0.1", "conditions": _READY}
         self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ordo.protocol import GROUP_LABEL
 from ordo_testbed.waiting import wait_for
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,8 @@ class Pod:
             container["command"] = self.argv
         spec["containers"] = [container]
         labels = {**labels, PODSET_LABEL: podset.id}
+        if "ORDO_GROUP" in env:  # a ProducerGroup member: the label the operator's pod watch selects
+            labels = {GROUP_LABEL: env["ORDO_GROUP"], **labels}
         metadata = {"name": self.name, "labels": labels, "annotations": dict(annotations)}
         podset.core.create_namespaced_pod(self.namespace, {"metadata": metadata, "spec": spec})
         if placeholder is not None:

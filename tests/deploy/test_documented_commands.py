@@ -10,8 +10,12 @@ spark_apps/README.md, split as a POSIX shell splits them, each checked by what i
   the others are parse-only for the reasons in ``ORDO_PARSE_ONLY``;
 - ``kubectl ...``: run with the real kubectl against the testbed's kube-apiserver (``apply`` as a
   server-side dry run, so the shared CRDs stay as they are);
+- ``helm uninstall``: the chart's release, with flags helm takes;
 - ``make``: the target exists; ``pip install``: the distributions and extras exist in the
-  repository; ``docker build``: the Dockerfile and context exist and the tag is the chart's image.
+  repository; ``docker build``: the Dockerfile and context exist and the tag is the chart's image;
+  ``docker push|save|tag``, ``kind load docker-image`` and ``ctr images import``: the operator's
+  image under the chart's tag, into the kubelet's containerd namespace (``tests/e2e`` runs the
+  same steps for real).
 
 A command none of these covers fails the test, so a newly documented command must be handled.
 """
@@ -68,7 +72,7 @@ ORDO_PARSE_ONLY = {
     "bench": "runs for minutes on its own broker (make bench)",
     "crds": "writes files; tests/unit checks that crds/ is what it writes",
 }
-KUBECTL_VERBS = {"get", "apply", "create", "explain", "describe", "auth", "version"}
+KUBECTL_VERBS = {"get", "apply", "create", "delete", "explain", "describe", "auth", "version"}
 # API groups the testbed serves; a manifest of another (a SparkApplication) is checked as a file only
 SERVED_API_VERSIONS = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "ordo.dev/v1alpha1",
                        "apiextensions.k8s.io/v1", "coordination.k8s.io/v1"}  # fmt: skip
@@ -140,8 +144,23 @@ def check_pip(argv: list[str]) -> None:
         assert extras <= known, f"{name} has no extra {sorted(extras - known)} (extras: {sorted(known)})"
 
 
+def _check_operator_image(image: str) -> None:
+    """An image the docs move around is the operator's, under the tag the chart deploys."""
+    repository, _, tag = image.rpartition("@")[0].partition(":") if "@" in image else image.partition(":")
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    default = yaml.safe_load((CHART / "values.yaml").read_text())["image"]["tag"] or chart["appVersion"]
+    assert repository.rsplit("/", 1)[-1] == "ordo-operator", f"{image}: not the operator's image"
+    assert tag == default, f"{image}: the chart deploys the tag {default}"
+
+
 def check_docker(argv: list[str]) -> None:
-    assert argv[1] == "build", f"docker {argv[1]}: only docker build is documented"
+    if argv[1] in ("push", "save", "tag"):
+        images = [w for w in argv[2:] if not w.startswith("-") and not w.endswith(".tar")]
+        assert images, f"docker {argv[1]} of no image"
+        for image in images:
+            _check_operator_image(image)
+        return
+    assert argv[1] == "build", f"docker {argv[1]}: only docker build, push, save and tag are documented"
     options: dict[str, str] = {}
     positional, words = [], iter(argv[2:])
     for word in words:
@@ -159,6 +178,33 @@ def check_docker(argv: list[str]) -> None:
         default = image["tag"] or chart["appVersion"]
         if repository == image["repository"]:  # the image the chart deploys by default
             assert tag == default, f"the chart deploys {repository}:{default}"
+
+
+def check_kind(argv: list[str]) -> None:
+    assert argv[1:3] == ["load", "docker-image"], f"kind {argv[1]}: only kind load docker-image is documented"
+    images = [w for i, w in enumerate(argv[3:], 3) if not w.startswith("-") and argv[i - 1] != "--name"]
+    assert images, "kind load docker-image of no image"
+    for image in images:
+        _check_operator_image(image)
+
+
+def check_ctr(argv: list[str]) -> None:
+    words = argv[1:]
+    assert words[:2] == ["-n", "k8s.io"], "ctr: the kubelet's images are in the namespace k8s.io (-n k8s.io)"
+    assert words[2:4] == ["images", "import"] and len(words) == 5, (
+        f"ctr {' '.join(words)}: only images import FILE"
+    )
+
+
+def check_helm_uninstall(argv: list[str]) -> None:
+    words, release = argv[2:], []
+    flags = {"-n", "--namespace", "--timeout"}
+    for i, word in enumerate(words):
+        if word.startswith("-"):
+            assert word in flags | {"--wait", "--keep-history"}, f"helm uninstall: {word} is not checked"
+        elif i == 0 or words[i - 1] not in flags:
+            release.append(word)
+    assert release == ["ordo"], f"helm uninstall {release}: the documented release is ordo"
 
 
 def _parse_ordo(words: list[str]) -> tuple[int, str]:
@@ -237,6 +283,9 @@ def check(command: DocCommand) -> None:
         if program == "helm":
             if command.inline and argv[1:] in (["install"], ["upgrade"], ["template"]):
                 continue  # prose: "at `helm install` time"
+            if argv[1] == "uninstall":
+                check_helm_uninstall(argv)
+                continue
             assert argv[1] in ACTIONS, f"helm {argv[1]}: only {sorted(ACTIONS)} are checked"
             check_helm(argv)
         elif program.startswith("--set") or "=" in program:
@@ -247,6 +296,10 @@ def check(command: DocCommand) -> None:
             check_pip(argv)
         elif program == "docker":
             check_docker(argv)
+        elif program == "kind":
+            check_kind(argv)
+        elif program == "ctr":
+            check_ctr(argv)
         elif program == "ordo":
             check_ordo(argv, command.inline)
         elif program == "kubectl":
@@ -269,7 +322,11 @@ def test_documented_command_is_valid(command: DocCommand) -> None:
         ("make deploy", "no Makefile target"),
         ("pip install 'ordo-kafka[prometheus]'", "no extra"),
         ("docker build -f operator/Dockerfile -t ordo-operator:latest .", "the chart deploys"),
-        ("kubectl delete pg --all", "KUBECTL_VERBS"),
+        ("kubectl drain node-1", "KUBECTL_VERBS"),
+        ("kind load docker-image ordo-operator:latest", "the chart deploys"),
+        ("docker push registry.example.com/ordo/other:0.1.0", "not the operator's image"),
+        ("ctr images import ordo-operator.tar", "k8s.io"),
+        ("helm uninstall ordo-operator -n ordo-system", "the documented release is ordo"),
     ],
 )
 def test_a_command_the_code_does_not_take_fails_the_check(text: str, complaint: str) -> None:
@@ -367,8 +424,12 @@ def _run_kubectl(
     namespace instead of the one the docs name (``-n``, and the manifests' own)."""
     argv = [namespace if i and argv[i - 1] in _NAMESPACE_FLAGS else word for i, word in enumerate(argv)]
     stdin = None
-    if argv[1] in ("apply", "create"):
+    if argv[1] in ("apply", "create", "delete"):
         argv = [*argv, "--dry-run=server"]
+    if argv[1] == "delete" and argv[2] in ("namespace", "ns"):  # the documented namespaces: this test's
+        argv = [*argv[:3], namespace, *[w for w in argv[3:] if w.startswith("-")]]
+    elif argv[1] == "delete" and "-f" in argv:
+        argv[argv.index("-f") + 1] = str(ROOT / argv[argv.index("-f") + 1])
     if argv[1] == "create" and argv[2] == "namespace":
         argv[3] = namespace + "-doc"  # a name no other test uses: dry run or not, it is new
     elif argv[1] == "apply":

@@ -80,12 +80,21 @@ class Membership:
         self._generation = -1
         self._had_assignment = False
         try:
-            self._pod_uid = self._core.read_namespaced_pod(pod, namespace).metadata.uid  # type: ignore[union-attr]
+            own = self._core.read_namespaced_pod(pod, namespace)
         except ApiException as error:
             raise ConfigError(
                 f"cannot read this member's own pod {namespace}/{pod} ({error.status} {error.reason}): "
                 "check POD_NAME/POD_NAMESPACE and that the pod's ServiceAccount may get/watch its pod"
             ) from None
+        meta: Any = own.metadata
+        self._pod_uid = meta.uid
+        if GROUP_LABEL not in (meta.labels or {}):
+            # the operator watches only pods with the label: without it this member is never seen
+            _log.warning(
+                "pod %s/%s has no label %s: the operator will not count it as a member of %s; "
+                "label the pod template %s: %s",
+                namespace, pod, GROUP_LABEL, group, GROUP_LABEL, group,
+            )  # fmt: skip
         self._renew()  # the Lease exists before the operator can count us in
         self._threads = [
             threading.Thread(target=self._renew_loop, name="ordo-lease", daemon=True),

@@ -9,6 +9,12 @@ The kubeconfig speaks HTTPS with the server's CA and an admin client certificate
 ``system:masters``); authorization is Node,RBAC; service-account tokens are signed with a key made
 at the first start. With ``state_dir``, etcd's data, the certificates and the kubeconfig live
 there and survive restarts. The binaries come from :mod:`.binaries` (built once per machine).
+
+``nodes=True`` makes it a control plane for real nodes (the e2e suite's kubelet): it listens on
+``address`` (reachable from pods) and advertises it as the ``kubernetes`` Service's endpoint, the
+ServiceAccount admission plugin is on, kube-controller-manager runs every controller, and the
+API server reaches kubelets with the admin's client certificate (logs, exec). ``detached=True``:
+the processes outlive this one (``pids()`` names them, to stop later).
 """
 
 from __future__ import annotations
@@ -89,9 +95,9 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def _free_port() -> int:
+def _free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         port: int = sock.getsockname()[1]
         return port
 
@@ -107,6 +113,10 @@ class KubeApiServer:
         kubeconfig_path: Path | str | None = None,
         crd_dirs: Iterable[Path | str] | None = None,
         start_timeout: float = 120.0,
+        address: str = "127.0.0.1",
+        server_names: Iterable[str] = (),
+        nodes: bool = False,
+        detached: bool = False,
     ) -> None:
         self.requested_port = port
         self.port = 0
@@ -121,7 +131,8 @@ class KubeApiServer:
         if self.state_dir is None:
             self._tmp = self.folder
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.pki = Pki(self.folder / "pki")
+        self.address, self.nodes, self.detached = address, nodes, detached
+        self.pki = Pki(self.folder / "pki", server_names=(address, *server_names))
         self.kubeconfig_path = Path(kubeconfig_path) if kubeconfig_path else self.folder / "kubeconfig"
         self.startup_seconds = 0.0
         self.version = kube_version()
@@ -130,7 +141,7 @@ class KubeApiServer:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -158,7 +169,7 @@ class KubeApiServer:
 
     def _start_control_plane(self, programs: dict[str, Path]) -> None:
         etcd_port = _free_port()
-        self.port = self.requested_port or _free_port()
+        self.port = self.requested_port or _free_port(self.address)
         data = self.folder / "etcd"
         self._spawn("etcd", [
             str(programs["etcd"]), "--name", "ordo", "--data-dir", str(data),
@@ -173,7 +184,8 @@ class KubeApiServer:
         self._spawn("kube-apiserver", [
             str(programs["kube-apiserver"]),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+            f"--bind-address={self.address}", f"--advertise-address={self.address}",
+            f"--secure-port={self.port}",
             f"--cert-dir={self.folder / 'certs'}",
             f"--tls-cert-file={pki.path('server.crt')}", f"--tls-private-key-file={pki.path('server.key')}",
             f"--client-ca-file={pki.path('ca.crt')}",
@@ -181,26 +193,43 @@ class KubeApiServer:
             f"--service-account-signing-key-file={pki.path('sa.key')}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=Node,RBAC",
-            # no controller creates each namespace's "default" ServiceAccount before its first Pod
-            "--disable-admission-plugins=ServiceAccount",
-            "--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true", "--profiling=false",
+            *(self._node_flags() if self.nodes else [
+                # no controller creates each namespace's "default" ServiceAccount before its first Pod
+                "--disable-admission-plugins=ServiceAccount", "--endpoint-reconciler-type=none",
+            ]),
         ])  # fmt: skip
         self._wait("kube-apiserver", lambda: self.get("/readyz") == 200)
 
+    def _node_flags(self) -> list[str]:
+        return [
+            "--endpoint-reconciler-type=lease",
+            "--kubelet-preferred-address-types=InternalIP",  # a node's name need not resolve
+            f"--kubelet-client-certificate={self.pki.path('admin.crt')}",
+            f"--kubelet-client-key={self.pki.path('admin.key')}",
+        ]
+
     def _start_controllers(self, programs: dict[str, Path]) -> None:
+        every = [
+            "--controllers=*", f"--service-account-private-key-file={self.pki.path('sa.key')}",
+            f"--root-ca-file={self.pki.path('ca.crt')}",
+        ]  # fmt: skip
         self._spawn("kube-controller-manager", [
             str(programs["kube-controller-manager"]), f"--kubeconfig={self.kubeconfig_path}",
-            f"--controllers={CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
+            *(every if self.nodes else [f"--controllers={CONTROLLERS}"]),
+            "--leader-elect=false", "--secure-port=0",
             "--concurrent-namespace-syncs=2", "--concurrent-gc-syncs=2",
         ])  # fmt: skip
+
+    def pids(self) -> dict[str, int]:
+        return {name: process.pid for name, process in self._processes.items()}
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.folder / f"{name}.log").open("ab")
         self._logs.append(log)
         self._processes[name] = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+            preexec_fn=None if self.detached else die_with_parent, start_new_session=self.detached,
         )  # fmt: skip
 
     def _wait(self, name: str, ready: Any) -> None:

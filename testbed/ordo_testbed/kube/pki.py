@@ -1,6 +1,8 @@
 """The testbed API server's certificates, made at its first start and kept in its state folder:
-a CA, the server's serving certificate (127.0.0.1, localhost), the admin's client certificate
-(group ``system:masters``) and the service-account signing key."""
+a CA, the server's serving certificate (127.0.0.1, localhost, and the ``server_names`` given),
+the admin's client certificate (group ``system:masters``) and the service-account signing key.
+The CA's key is kept too, so that :meth:`Pki.client` can issue more client certificates (the
+e2e suite's kubelet and kube-proxy)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ _YEARS = datetime.timedelta(days=3650)
 
 @dataclass(frozen=True)
 class Pki:
-    """The files, in one folder: ``ca.crt``, ``server.{crt,key}``, ``admin.{crt,key}``, ``sa.{pub,key}``."""
+    """The files, in one folder: ``ca.{crt,key}``, ``server.{crt,key}``, ``admin.{crt,key}``,
+    ``sa.{pub,key}``. ``server_names``: more names of the server (DNS names or IP addresses)."""
 
     folder: Path
+    server_names: tuple[str, ...] = ()
 
     def path(self, name: str) -> Path:
         return self.folder / name
@@ -39,10 +43,11 @@ class Pki:
             x509.BasicConstraints(ca=True, path_length=None), critical=True
         )
         ca_cert = ca.sign(ca_key, hashes.SHA256())
-        names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        names = [_name(n) for n in ("localhost", "127.0.0.1", *self.server_names)]
         server = self._leaf(ca_cert, ca_key, "kube-apiserver", None, ExtendedKeyUsageOID.SERVER_AUTH, names)
         admin = self._leaf(ca_cert, ca_key, "ordo-admin", "system:masters", ExtendedKeyUsageOID.CLIENT_AUTH)
         sa_key = ec.generate_private_key(ec.SECP256R1())
+        self._write("ca.key", _private(ca_key))
         self._write("ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM))
         for name, (cert, key) in (("server", server), ("admin", admin)):
             self._write(f"{name}.key", _private(key))
@@ -52,6 +57,19 @@ class Pki:
         ))  # fmt: skip
         self._write("sa.key", _private(sa_key))  # last: ensure() checks it to know all are there
         return self
+
+    def client(self, name: str, common_name: str, group: str | None = None) -> tuple[Path, Path]:
+        """A client certificate ``<name>.crt`` and its key (made once), signed by the CA: the user
+        ``common_name`` in ``group``. Returns the two paths."""
+        crt, key_path = self.path(f"{name}.crt"), self.path(f"{name}.key")
+        if not crt.exists():
+            ca_cert = x509.load_pem_x509_certificate(self.path("ca.crt").read_bytes())
+            ca_key = serialization.load_pem_private_key(self.path("ca.key").read_bytes(), None)
+            assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+            cert, key = self._leaf(ca_cert, ca_key, common_name, group, ExtendedKeyUsageOID.CLIENT_AUTH)
+            self._write(f"{name}.key", _private(key))
+            self._write(f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM))
+        return crt, key_path
 
     @staticmethod
     def _leaf(
@@ -92,6 +110,13 @@ def _builder(
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + _YEARS)
     )
+
+
+def _name(text: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(text))
+    except ValueError:
+        return x509.DNSName(text)
 
 
 def _private(key: ec.EllipticCurvePrivateKey) -> bytes:

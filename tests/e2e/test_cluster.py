@@ -1,0 +1,421 @@
+"""ordo on a real cluster: a kubelet running real containers (containerd, runc) beside the
+testbed's control plane, the images built here, Apache Kafka in a pod, and the chart installed
+with the real helm CLI as charts/ordo/README.md types it. The scenarios are the testbed's
+(``ordo_sandbox.scenario``: the same programs and the same independent verifiers); only the
+substrate differs. The tests run in this file's order on one cluster (``conftest.cluster``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ordo.protocol import GROUP_LABEL
+from ordo_sandbox.scenario.sources import SourceVerdict, verify_sources
+from ordo_testbed.resources import Expansions, Groups
+from ordo_testbed.waiting import wait_for
+
+from .cluster import (
+    APP_NAMESPACE,
+    ORDO_NAMESPACE,
+    ROOT,
+    Cluster,
+    container_id,
+    container_pid,
+    helm_status,
+    process_rss_kib,
+    restarts,
+    upgrade_chart,
+)
+from .node import cache_dir, crictl_like_stop
+from .steps import JOURNAL
+from .workloads import PodWorkload, member_deployment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
+OPERATOR = "app.kubernetes.io/name=ordo,app.kubernetes.io/component=operator"
+
+
+def _create_topic(cluster: Cluster, name: str, partitions: int) -> str:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(60)
+    return name
+
+
+def _operator_pods(cluster: Cluster) -> list[Any]:
+    return cluster.pods(ORDO_NAMESPACE, OPERATOR)
+
+
+# --- 1. the chart as installed ----------------------------------------------------------------------
+
+
+def test_two_operator_replicas_peer_are_ready_log_json_and_serve_metrics(cluster: Cluster) -> None:
+    assert "helm install" in cluster.installed[0] and "image.pullPolicy=Never" in cluster.installed[0]
+    assert cluster.deployment_ready(ORDO_NAMESPACE, "ordo")
+    pods = _operator_pods(cluster)
+    assert len(pods) == 2 and all(p.status.phase == "Running" for p in pods)
+    for pod in pods:
+        spec = pod.spec.containers[0]
+        assert spec.image == cluster.images.operator and any(a.startswith("--peering=") for a in spec.args)
+    # kopf peering: both replicas write themselves into the peering object, one of them works
+    peering: Any = cluster.custom.get_namespaced_custom_object(
+        "kopf.dev", "v1", ORDO_NAMESPACE, "kopfpeerings", "ordo"
+    )
+    assert len(peering.get("status") or {}) == 2, peering
+    for pod in pods:
+        log = cluster.core.read_namespaced_pod_log(pod.metadata.name, ORDO_NAMESPACE)
+        lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+        assert lines and all(isinstance(line, dict) for line in lines)
+    text = cluster.core.connect_get_namespaced_service_proxy_with_path(
+        "ordo-metrics:9090", ORDO_NAMESPACE, "metrics"
+    )
+    assert "ordo_producers_fenced_total" in text and "ordo_fence_wait_seconds_bucket" in text
+
+
+def test_member_rbac_and_the_pdb_are_in_place(cluster: Cluster) -> None:
+    member = f"system:serviceaccount:{APP_NAMESPACE}:ordo-member"
+    allowed = {
+        ("get", "pods"): "yes",
+        ("watch", "pods"): "yes",
+        ("update", "leases.coordination.k8s.io"): "yes",
+        ("delete", "pods"): "no",
+        ("get", "secrets"): "no",
+    }
+    for (verb, resource), answer in allowed.items():
+        said = _can_i(cluster, verb, resource, member)
+        assert said == answer, f"{member} {verb} {resource}: {said}"
+    pdb = kubernetes.client.PolicyV1Api(cluster.api).read_namespaced_pod_disruption_budget(
+        "ordo", ORDO_NAMESPACE
+    )
+    assert pdb.spec is not None and pdb.spec.max_unavailable == 1
+    wait_for(lambda: _pdb_allows_one(cluster), 60, "the PDB to count 2 healthy replicas", step=1)
+
+
+def _can_i(cluster: Cluster, verb: str, resource: str, user: str) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["kubectl", f"--kubeconfig={cluster.kubeconfig}", "auth", "can-i", verb, resource,
+         "-n", APP_NAMESPACE, f"--as={user}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def _pdb_allows_one(cluster: Cluster) -> bool:
+    status = (
+        kubernetes.client.PolicyV1Api(cluster.api)
+        .read_namespaced_pod_disruption_budget("ordo", ORDO_NAMESPACE)
+        .status
+    )
+    return status is not None and status.current_healthy == 2 and status.disruptions_allowed == 1
+
+
+# --- 2. a ProducerGroup of real pods ----------------------------------------------------------------
+
+
+def test_producer_group_of_real_pods_survives_a_deleted_pod_a_killed_container_and_a_new_pod(
+    cluster: Cluster,
+) -> None:
+    group, sources, records = "orders-cdc", 6, 1500
+    topic = _create_topic(cluster, "orders-cdc-e2e", sources)
+    groups = Groups(cluster.custom, APP_NAMESPACE)
+    groups.create(group, sources, {"app": group}, sessionTimeoutSeconds=10, exactlyOnce=True)
+    deployment = member_deployment(
+        cluster, APP_NAMESPACE, group, topic, records=records, batch=10, rate=2, replicas=3
+    )
+    cluster.apps.create_namespaced_deployment(APP_NAMESPACE, deployment)  # type: ignore[arg-type]
+    groups.wait_settled(group, members=3, timeout=300, partitions=sources)
+    lost: list[str] = []
+
+    def committed_by(pod: str) -> None:
+        """Wait until ``pod`` commits a unit (a checkpoint it owns moves): its records are in."""
+        at_choice = groups.checkpoints(group)
+
+        def moved() -> bool:
+            rows = groups.status(group).get("checkpoints") or []
+            return any(
+                r.get("owner") == pod and r.get("checkpoint") not in (None, at_choice.get(r["partition"]))
+                for r in rows
+            )
+
+        wait_for(moved, 180, f"a checkpoint committed by {pod}", step=1)
+
+    def new_generation_without(pod: str, generation: int) -> None:
+        def moved_on() -> bool:
+            status = groups.status(group)
+            members = {m["pod"] for m in status.get("members") or []}
+            return status.get("generation", 0) > generation and pod not in members
+
+        wait_for(moved_on, 240, f"a generation past {generation} without {pod}", step=1)
+
+    # (a) a member pod deleted mid-copy: its partitions move; the Deployment makes a new pod
+    victim = next(pod for pod, owned in groups.owners(group).items() if owned)
+    committed_by(victim)
+    generation = groups.status(group)["generation"]
+    cluster.core.delete_namespaced_pod(victim, APP_NAMESPACE)
+    new_generation_without(victim, generation)
+    lost.append(victim)
+    groups.wait_settled(group, members=3, timeout=300, partitions=sources)
+
+    # (b) a member's container killed from the node (SIGKILL through containerd, no graceful stop):
+    # the kubelet restarts it in the same pod; its session lapses and its partitions move
+    target = next(pod for pod, owned in groups.owners(group).items() if owned)
+    committed_by(target)
+    generation, before = groups.status(group)["generation"], restarts(cluster, APP_NAMESPACE, target)
+    crictl_like_stop(container_id(cluster, APP_NAMESPACE, target))
+    wait_for(lambda: restarts(cluster, APP_NAMESPACE, target) > before, 120, f"{target} restarted", step=1)
+    wait_for(lambda: groups.status(group).get("generation", 0) > generation, 240, "a new generation", step=1)
+    groups.wait_settled(group, members=3, timeout=300, partitions=sources)
+
+    # (c) a pod added by scaling the Deployment
+    generation = groups.status(group)["generation"]
+    cluster.apps.patch_namespaced_deployment_scale(group, APP_NAMESPACE, {"spec": {"replicas": 4}})
+    wait_for(
+        lambda: groups.status(group).get("generation", 0) > generation, 240, "a generation for 4", step=1
+    )
+    groups.wait_settled(group, members=4, timeout=300, partitions=sources)
+
+    verdict = _copied(cluster, topic, sources, records)
+    JOURNAL.verdict(f"ProducerGroup {group} (verify_sources)", verdict.summary())
+    assert verdict.ok, verdict.summary() + f" {verdict.examples}"
+    assert victim in verdict.members and target in verdict.members and len(verdict.members) >= 4
+
+
+def _copied(cluster: Cluster, topic: str, sources: int, records: int) -> SourceVerdict:
+    def done() -> SourceVerdict | None:
+        verdict = verify_sources(cluster.bootstrap, topic, dict.fromkeys(range(sources), records), timeout=60)
+        return verdict if verdict.missing == 0 else None
+
+    found = wait_for(done, 900, "every source record copied", step=5)
+    assert found is not None
+    return found
+
+
+# --- 3. an expansion under producer and consumer pods ---------------------------------------------------
+
+
+def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(cluster: Cluster) -> None:
+    topic = _create_topic(cluster, "orders-e2e", 3)
+    work = cache_dir() / "cluster" / "work" / topic
+    work.mkdir(parents=True)
+    workload = PodWorkload(cluster, APP_NAMESPACE, topic, work, producers=3, consumers=3, keys=600, rate=100)
+    expansions = Expansions(cluster.custom, APP_NAMESPACE)
+    try:
+        workload.start()
+        for partitions in (4, 6):
+            name = f"{topic}-to-{partitions}"
+            manifest = {
+                "apiVersion": "ordo.dev/v1alpha1",
+                "kind": "OrderedTopicExpansion",
+                "metadata": {"name": name, "namespace": APP_NAMESPACE},
+                "spec": {"topic": topic, "partitions": partitions, "fenceTimeoutSeconds": 60},
+            }
+            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+            expansions.wait_phase(name, "Completed", 300)
+            assert expansions.get(name)["metadata"]["finalizers"] == ["ordo.dev/finalizer"]
+        workload.finish_producing(300)
+    finally:
+        verdict = workload.stop()
+    JOURNAL.verdict(
+        f"OrderedTopicExpansion {topic} 3 -> 4 -> 6 (workload verifier)",
+        f"{verdict.delivered} delivered, {verdict.processed} processed, {verdict.lost} lost, "
+        f"{verdict.order_violations} keys out of order",
+    )
+    assert verdict.order_violations == 0, verdict.examples
+    assert verdict.lost == 0 and verdict.processed >= verdict.delivered > 0
+
+
+# --- 4. the operator's memory with 1,000 unrelated pods ---------------------------------------------------
+
+
+def _leader_rss(cluster: Cluster) -> dict[str, int]:
+    return {
+        pod.metadata.name: process_rss_kib(
+            container_pid(container_id(cluster, ORDO_NAMESPACE, pod.metadata.name))
+        )
+        for pod in _operator_pods(cluster)
+    }
+
+
+def test_the_operator_watches_only_member_pods_and_its_memory_ignores_1000_others(cluster: Cluster) -> None:
+    core = cluster.core
+    cluster.ensure_namespace("noise")
+    before = _leader_rss(cluster)
+    body = {
+        "metadata": {"generateName": "noise-", "labels": {"app": "noise"}},
+        # never scheduled: the pods exist in the API only, as a busy cluster's other pods do for us
+        "spec": {"schedulingGates": [{"name": "ordo.dev/never"}],
+                 "containers": [{"name": "c", "image": cluster.images.app}]},
+    }  # fmt: skip
+    for _ in range(1000):
+        core.create_namespaced_pod("noise", body)  # type: ignore[arg-type]
+    wait_for(lambda: len(cluster.pods("noise", "app=noise")) == 1000, 300, "1,000 pods", step=2)
+    # a change the operator must see after the 1,000 arrived: its watch is past them
+    groups = Groups(cluster.custom, APP_NAMESPACE)
+    generation = groups.status("orders-cdc")["generation"]
+    cluster.apps.patch_namespaced_deployment_scale("orders-cdc", APP_NAMESPACE, {"spec": {"replicas": 3}})
+    wait_for(
+        lambda: groups.status("orders-cdc").get("generation", 0) > generation, 240, "the group shrunk", step=1
+    )
+    groups.wait_settled("orders-cdc", members=3, timeout=300, partitions=6)
+    after = _leader_rss(cluster)
+    growth = {pod: (after[pod] - before[pod]) / 1024 for pod in before}
+    JOURNAL.verdict(
+        "operator memory with 1,000 unrelated pods",
+        ", ".join(f"{pod}: {before[pod] / 1024:.1f} -> {after[pod] / 1024:.1f} MiB" for pod in before),
+    )
+    assert all(grown < 8 for grown in growth.values()), growth
+    core.delete_collection_namespaced_pod("noise", label_selector="app=noise")
+    wait_for(lambda: not cluster.pods("noise", "app=noise"), 300, "the 1,000 pods gone", step=2)
+
+
+# --- 5. helm upgrade with a group running ---------------------------------------------------------------
+
+
+@pytest.fixture
+def ownership_watch(cluster: Cluster) -> Iterator[list[tuple[float, dict[int, str]]]]:
+    """The owner of each partition of group "orders-live", read from its members' pods (the
+    assignment annotation, what members act on) every half second while the test runs."""
+    samples: list[tuple[float, dict[int, str]]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            owners: dict[int, str] = {}
+            for pod in cluster.pods(APP_NAMESPACE, f"{GROUP_LABEL}=orders-live"):
+                raw = (pod.metadata.annotations or {}).get("ordo.dev/assignment")
+                if raw and pod.metadata.deletion_timestamp is None:
+                    for partition in json.loads(raw).get("partitions", []):
+                        owners[int(partition)] = pod.metadata.name
+            samples.append((time.monotonic(), owners))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    yield samples
+    stop.set()
+    thread.join()
+
+
+def test_helm_upgrade_to_a_new_image_with_a_group_running(
+    cluster: Cluster, ownership_watch: list[tuple[float, dict[int, str]]]
+) -> None:
+    group, sources, records, session = "orders-live", 4, 900, 10
+    topic = _create_topic(cluster, "orders-live-e2e", sources)
+    groups = Groups(cluster.custom, APP_NAMESPACE)
+    groups.create(group, sources, {"app": group}, sessionTimeoutSeconds=session, exactlyOnce=True)
+    deployment = member_deployment(
+        cluster, APP_NAMESPACE, group, topic, records=records, batch=10, rate=2, replicas=2
+    )
+    cluster.apps.create_namespaced_deployment(APP_NAMESPACE, deployment)  # type: ignore[arg-type]
+    settled = groups.wait_settled(group, members=2, timeout=300, partitions=sources)
+    began = time.monotonic()
+    upgrade_chart(
+        cluster, cluster.images.operator_next,
+        "--set", "replicaCount=2", "--set", "podDisruptionBudget.enabled=true",
+        "--set", "memberRbac.create=true", "--set", "memberRbac.namespaces={data}",
+    )  # fmt: skip
+
+    def upgraded() -> bool:
+        pods = _operator_pods(cluster)
+        images = {p.spec.containers[0].image for p in pods}
+        return (
+            len(pods) == 2
+            and images == {cluster.images.operator_next}
+            and cluster.deployment_ready(ORDO_NAMESPACE, "ordo")
+        )
+
+    wait_for(upgraded, 300, "both operator replicas on the new image", step=1)
+    ended = time.monotonic()
+    assert "REVISION: 2" in helm_status(cluster, "ordo", ORDO_NAMESPACE)
+    # the group goes on under the new operator: no rebalance was needed, nothing waits
+    after = groups.wait_settled(group, members=2, timeout=300, partitions=sources)
+    assert after["generation"] == settled["generation"]
+    during = [owners for at, owners in ownership_watch if began <= at <= ended + 5]
+    longest = _longest_ownerless(ownership_watch, sources)
+    JOURNAL.verdict(
+        "helm upgrade with a group running",
+        f"{len(during)} samples during the upgrade; longest time a partition had no owner {longest:.1f} s",
+    )
+    assert longest <= session, longest
+    verdict = _copied(cluster, topic, sources, records)
+    JOURNAL.verdict(f"ProducerGroup {group} across the upgrade (verify_sources)", verdict.summary())
+    assert verdict.ok, verdict.summary() + f" {verdict.examples}"
+
+
+def _longest_ownerless(samples: list[tuple[float, dict[int, str]]], partitions: int) -> float:
+    longest, started = 0.0, False
+    since: dict[int, float | None] = dict.fromkeys(range(partitions))
+    for at, owners in samples:
+        if len(owners) == partitions:
+            started = True
+        if not started:
+            continue
+        for p in range(partitions):
+            if p in owners:
+                since[p] = None
+            else:
+                first = since[p]
+                if first is None:
+                    since[p] = at
+                else:
+                    longest = max(longest, at - first)
+    return longest
+
+
+# --- 6. uninstall in the documented order ------------------------------------------------------------------
+
+
+def test_uninstall_in_the_documented_order_leaves_nothing_hanging(cluster: Cluster) -> None:
+    """docs/operations.md "Uninstalling": ordo's resources first (the operator releases its
+    finalizer), then ``helm uninstall``, then the namespaces, then the CRDs."""
+    steps = _documented_uninstall()
+    assert [s[:2] for s in steps] == [["kubectl", "delete"], ["helm", "uninstall"], ["kubectl", "delete"],
+                                      ["kubectl", "delete"]], steps  # fmt: skip
+    for argv in steps:
+        if argv[0] == "helm":
+            cluster.run_helm(argv, timeout=300)
+        else:
+            cluster.kubectl(*[_in_repository(w) for w in argv[1:]], timeout=600)
+
+    def gone() -> bool:
+        names = {n.metadata.name for n in cluster.core.list_namespace().items if n.metadata}
+        return not names & {APP_NAMESPACE, ORDO_NAMESPACE}
+
+    wait_for(gone, 300, "the namespaces gone", step=2)
+    crds = [
+        str(c.metadata.name)
+        for c in kubernetes.client.ApiextensionsV1Api(cluster.api).list_custom_resource_definition().items
+        if c.metadata
+    ]
+    assert not [c for c in crds if c.endswith("ordo.dev")], crds
+    assert not helm_status(cluster, "ordo", ORDO_NAMESPACE)
+
+
+def _documented_uninstall() -> list[list[str]]:
+    import re
+    import shlex
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text.split("## Uninstalling", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "docs/operations.md: no shell block under Uninstalling"
+    return [shlex.split(line.split("  #")[0]) for line in block.group(1).splitlines() if line.strip()]
+
+
+def _in_repository(word: str) -> str:
+    return str(ROOT / word) if word in ("crds/", "crds") else word
+
+
+def test_images_and_node_programs_are_cached_for_the_next_run(cluster: Cluster) -> None:
+    """What a second run reuses: the images in Docker and the node's containerd, the binaries."""
+    assert (cache_dir() / "containerd").is_dir()
+    assert all(Path(p).exists() for p in [cache_dir() / "loaded"])

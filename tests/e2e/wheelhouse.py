@@ -1,0 +1,99 @@
+"""A package index on loopback for the image builds: this machine's pip (its own configuration,
+the registry it reaches) builds the wheels of everything the images install into a wheelhouse,
+once per machine (again when a pyproject.toml changes), and a small PEP 503 "simple" index
+serves it on 127.0.0.1 while Docker builds (``--network host``, ``--build-arg PIP_INDEX_URL``).
+So the builds need no route to a package registry of their own, as in an air-gapped build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import http.server
+import re
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .node import cache_dir, run
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECTS = [ROOT, ROOT / "operator", ROOT / "testbed"]
+BUILD_REQUIREMENTS = ["setuptools>=69", "wheel"]  # the projects' build-system.requires
+OWN = re.compile(r"^ordo_kafka(_operator|_testbed)?-")  # the repository's own: built from the context
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wheelhouse() -> tuple[Path, str]:
+    """The wheelhouse, and "cached" or "built"."""
+    folder = cache_dir() / "wheelhouse"
+    key = hashlib.sha256(b"".join((p / "pyproject.toml").read_bytes() for p in PROJECTS)).hexdigest()
+    marker = folder / ".key"
+    if marker.exists() and marker.read_text() == key:
+        return folder, "cached"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", folder, ROOT, ROOT / "operator",
+        ROOT / "testbed", *BUILD_REQUIREMENTS, timeout=1800)  # fmt: skip
+    for wheel in folder.iterdir():
+        if OWN.match(wheel.name):
+            wheel.unlink()
+    marker.write_text(key)
+    return folder, "built"
+
+
+class _Index(http.server.SimpleHTTPRequestHandler):
+    folder: Path
+
+    def do_GET(self) -> None:
+        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        if len(parts) == 2 and parts[0] == "simple":
+            wanted = _normalized(parts[1])
+            links = [
+                f'<a href="/files/{html.escape(f.name)}">{html.escape(f.name)}</a><br>'
+                for f in sorted(self.folder.iterdir())
+                if f.suffix == ".whl" and _normalized(f.name.split("-")[0]) == wanted
+            ]
+            self._answer(200 if links else 404, "\n".join(links).encode(), "text/html")
+        elif len(parts) == 2 and parts[0] == "files" and (self.folder / parts[1]).is_file():
+            self._answer(200, (self.folder / parts[1]).read_bytes(), "application/octet-stream")
+        else:
+            self._answer(404, b"", "text/plain")
+
+    def _answer(self, status: int, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """The wheelhouse as a simple index on 127.0.0.1; yields its URL (``.../simple``)."""
+    handler = type("Index", (_Index,), {"folder": folder})
+    # the port of the last run, when free: the URL is a build argument, and a new one would make
+    # Docker run each build's pip step again instead of taking it from its cache
+    remembered = cache_dir() / "index-port"
+    port = int(remembered.read_text()) if remembered.exists() else 0
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    remembered.write_text(str(server.server_address[1]))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
