@@ -7,9 +7,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from ordo._clients import relearn_leaders
 from ordo._partitions import await_served, end_offsets
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
@@ -56,8 +57,22 @@ class KafkaSide:
         return len(metadata.partitions)
 
     def end_offsets(self, topic: str, partitions: int) -> dict[int, int]:
-        """The log end of partitions 0..partitions-1 (read_uncommitted: the thresholds)."""
-        return end_offsets(self.admin, topic, partitions, self.timeout)
+        """The log end of partitions 0..partitions-1 (read_uncommitted: the thresholds). Raises
+        KafkaException when a leader does not answer, and also for an answer that is no offset:
+        right after a failover the admin client handed -1001 (OFFSET_INVALID) as a partition's
+        end, and a threshold below the real end would open gates early (testbed cluster)."""
+        try:
+            ends = end_offsets(self.admin, topic, partitions, self.timeout)
+        except KafkaException:
+            relearn_leaders(self.admin, topic, self.timeout)  # the retry asks the new leaders
+            raise
+        invalid = {p: end for p, end in ends.items() if end < 0}
+        if invalid:
+            relearn_leaders(self.admin, topic, self.timeout)
+            raise KafkaException(
+                KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"{topic}: no end offset for {invalid}")
+            )
+        return ends
 
     def create_partitions(self, topic: str, count: int, first: int = 0) -> str | None:
         """Raise the topic to ``count`` partitions and return once the leaders of partitions

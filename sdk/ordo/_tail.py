@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ._clients import assign_known, consumer_side, drain, logged
+from ._clients import assign_known, consumer_side, drain, logged, relearn_leaders
 from .protocol import MAX_CONTROL_RECORD_BYTES
 
 __all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
@@ -142,6 +142,8 @@ class CompactedTopicReader(Generic[V]):
                     break
                 except KafkaException as error:
                     self.last_error = error.args[0]
+                    # its leader may have moved: the probe, never assigned, would not hear of it
+                    relearn_leaders(self._probe, self.topic, max(0.1, min(1.0, deadline - time.monotonic())))
                     if left <= 0.2:
                         return False
                     self._stop.wait(0.2)
