@@ -41,7 +41,8 @@ up to 2,000 partitions: 1.7 MB of JSON), over Kafka's 1 MB default."""
 ASSIGNMENT_ANNOTATION = "ordo.dev/assignment"
 ACK_ANNOTATION = "ordo.dev/acked-generation"
 GROUP_LABEL = "ordo.dev/group"
-"""On each member's Lease: the group it belongs to (the operator watches Leases by it)."""
+"""On each member's Lease and pod: the group it belongs to (the operator watches Leases and pods by it;
+the pod's label is the application's to set, in its pod template)."""
 
 
 class ProtocolError(ValueError):

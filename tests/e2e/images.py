@@ -113,7 +113,23 @@ def _ignored(relative: str, patterns: list[str]) -> bool:
 
 def stage_context(dockerfile: Path, source: Path, into: Path) -> Path:
     """A build context in ``into``: the files of ``source`` that ``<dockerfile>.dockerignore``
-    lets through (for the repository: the files git knows, tracked or not ignored)."""
+    lets through (for the repository: the files git knows, tracked or not ignored; with
+    ``ORDO_E2E_REVISION=<commit>``, that commit's files, e.g. HEAD while others edit the tree)."""
+    revision = os.environ.get("ORDO_E2E_REVISION")
+    if source == ROOT and revision:
+        with tempfile.TemporaryDirectory(prefix="ordo-checkout-") as checkout:
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True
+            )
+            run("tar", "-x", "-C", checkout, input=archive.stdout)
+            _copy_through(dockerfile, Path(checkout), into)
+    else:
+        _copy_through(dockerfile, source, into)
+    shutil.copy2(dockerfile, into / "Dockerfile")
+    return into
+
+
+def _copy_through(dockerfile: Path, source: Path, into: Path) -> None:
     ignore = dockerfile.with_name(dockerfile.name + ".dockerignore")
     patterns = [
         line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")
@@ -128,8 +144,6 @@ def stage_context(dockerfile: Path, source: Path, into: Path) -> Path:
             target = into / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / name, target)
-    shutil.copy2(dockerfile, into / "Dockerfile")
-    return into
 
 
 def docker_build(

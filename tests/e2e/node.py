@@ -36,6 +36,7 @@ RUN_DIR = Path("/run/ordo-e2e")
 CONTAINERD_SOCKET = RUN_DIR / "containerd.sock"
 # the pod network may talk to itself and to this host, and to nothing past the bridge
 _FORWARD_RULE = ["FORWARD", "-i", BRIDGE, "!", "-o", BRIDGE, "-j", "DROP"]
+_IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
 def cache_dir() -> Path:
@@ -67,13 +68,15 @@ def succeeds(*argv: str | Path) -> bool:
 
 def ensure_docker() -> str:
     """A running Docker engine: the one there is, or dockerd started now (it starts its own
-    containerd). Started here it touches no iptables and makes no bridge: builds run with
-    ``--network host`` and the node runs no Docker containers."""
+    containerd), keeping its images and build cache in the e2e cache (``docker/``). Started here
+    it touches no iptables and makes no bridge: builds run with ``--network host`` and the node
+    runs no Docker containers."""
     if succeeds("docker", "info"):
         return "running"
     log = (cache_dir() / "dockerd.log").open("ab")
     subprocess.Popen(
-        ["dockerd", "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none"],
+        ["dockerd", f"--data-root={cache_dir() / 'docker'}", f"--exec-root={RUN_DIR / 'docker'}",
+         "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     wait_for(lambda: succeeds("docker", "info"), 120, "dockerd to answer (log: dockerd.log)", step=0.5)
@@ -123,6 +126,9 @@ def cni_config(state: Path) -> dict[str, Any]:
                 "ipam": {
                     "type": "host-local",
                     "ranges": [[{"subnet": SUBNET, "gateway": GATEWAY}]],
+                    # through the host: Service addresses (kube-proxy) and the API server; the
+                    # FORWARD rule drops the rest
+                    "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(state / "cni-ipam"),
                 },
             },
@@ -155,6 +161,7 @@ def kubelet_config(state: Path, ca: Path) -> dict[str, Any]:
         "imageGCLowThresholdPercent": 99,
         "maxPods": 110,
         "shutdownGracePeriod": "0s",
+        "makeIPTablesUtilChains": False,  # no KUBE-FIREWALL on this shared machine's INPUT/OUTPUT
     }
 
 
@@ -189,7 +196,11 @@ class Node:
         if GATEWAY not in run("ip", "-o", "addr", "show", BRIDGE):
             run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
         run("ip", "link", "set", BRIDGE, "up")
-        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")  # Service addresses → pods, on the bridge
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        saved = RUN_DIR / "ip_forward.before"
+        if not saved.exists():  # put back at the end
+            saved.write_text(_IP_FORWARD.read_text())
+        _IP_FORWARD.write_text("1\n")  # Service addresses → pods, on the bridge
         if not succeeds("iptables", "-C", *_FORWARD_RULE):
             run("iptables", "-I", *_FORWARD_RULE)
 
@@ -312,9 +323,10 @@ class Node:
         """Every pod deleted at once and the kubelet left to remove them (their sandboxes, network
         namespaces and addresses go through the CNI plugins), then the processes, then whatever
         is still mounted under the state folder, the iptables rules and the bridge."""
+        _terminate(self._processes.pop("kube-scheduler", None))  # no new pod lands on the node
         if self._processes.get("kubelet") is not None and self.control.port:
             self._drain_pods()
-        for name in ("kubelet", "kube-proxy", "kube-scheduler"):
+        for name in ("kubelet", "kube-proxy"):
             _terminate(self._processes.pop(name, None))
         remove_pods()
         _terminate(self._processes.pop("containerd", None))
@@ -381,14 +393,29 @@ def unmount_under(folder: Path) -> None:
 
 
 def clean_network() -> None:
-    """The FORWARD rule, kube-proxy's chains (``kube-proxy --cleanup``) and the bridge."""
+    """The FORWARD rule, kube-proxy's chains (``kube-proxy --cleanup``), any other ``KUBE-``
+    chain the kubelet left, the pods' network namespaces and the bridge."""
     if succeeds("iptables", "-C", *_FORWARD_RULE):
         run("iptables", "-D", *_FORWARD_RULE)
     proxy = bin_dir() / "kube-proxy"
     if proxy.exists():
         subprocess.run([str(proxy), "--cleanup"], capture_output=True, check=False)
+    for save, restore in (("iptables-save", "iptables-restore"), ("ip6tables-save", "ip6tables-restore")):
+        for table in ("filter", "nat", "mangle"):
+            rules = subprocess.run([save, "-t", table], capture_output=True, text=True, check=False).stdout
+            if "KUBE-" in rules:  # the table again without them (restore replaces a table whole)
+                kept = "\n".join(line for line in rules.splitlines() if "KUBE-" not in line) + "\n"
+                subprocess.run([restore], input=kept, text=True, capture_output=True, check=False)
+    unmount_under(RUN_DIR)
+    for netns in Path("/run/netns").glob("cni-*"):  # made by the node's CNI plugins, for its pods
+        subprocess.run(["umount", "-l", str(netns)], capture_output=True, check=False)
+        netns.unlink(missing_ok=True)
     if succeeds("ip", "link", "show", BRIDGE):
         run("ip", "link", "delete", BRIDGE)
+    saved = RUN_DIR / "ip_forward.before"
+    if saved.exists():
+        _IP_FORWARD.write_text(saved.read_text())
+        saved.unlink()
 
 
 def stop_kept(state: Path) -> None:

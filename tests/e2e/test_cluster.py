@@ -8,6 +8,8 @@ substrate differs. The tests run in this file's order on one cluster (``conftest
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -65,11 +67,16 @@ def test_two_operator_replicas_peer_are_ready_log_json_and_serve_metrics(cluster
     for pod in pods:
         spec = pod.spec.containers[0]
         assert spec.image == cluster.images.operator and any(a.startswith("--peering=") for a in spec.args)
-    # kopf peering: both replicas write themselves into the peering object, one of them works
-    peering: Any = cluster.custom.get_namespaced_custom_object(
-        "kopf.dev", "v1", ORDO_NAMESPACE, "kopfpeerings", "ordo"
-    )
-    assert len(peering.get("status") or {}) == 2, peering
+
+    # kopf peering: both replicas write themselves into the peering object; the highest works
+    def peers() -> Any:
+        peering: Any = cluster.custom.get_cluster_custom_object(
+            "kopf.dev", "v1", "clusterkopfpeerings", "ordo"
+        )
+        return peering if len(peering.get("status") or {}) == 2 else None
+
+    peering = wait_for(peers, 60, "both replicas in the ClusterKopfPeering", step=1)
+    assert set(peering["status"]) == {p.metadata.name for p in pods}, peering  # named after their pods
     for pod in pods:
         log = cluster.core.read_namespaced_pod_log(pod.metadata.name, ORDO_NAMESPACE)
         lines = [json.loads(line) for line in log.splitlines() if line.strip()]
@@ -203,10 +210,20 @@ def _copied(cluster: Cluster, topic: str, sources: int, records: int) -> SourceV
 # --- 3. an expansion under producer and consumer pods ---------------------------------------------------
 
 
-def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(cluster: Cluster) -> None:
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """The workload pods' hostPath: a folder of this test's own (pytest's tmp_path is pruned by
+    other pytest sessions on a shared machine), on a path whose folders the image does not have
+    (its /root is 0700 for the pods' uid)."""
+    folder = Path(tempfile.mkdtemp(prefix="ordo-e2e-work-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(
+    cluster: Cluster, work: Path
+) -> None:
     topic = _create_topic(cluster, "orders-e2e", 3)
-    work = cache_dir() / "cluster" / "work" / topic
-    work.mkdir(parents=True)
     workload = PodWorkload(cluster, APP_NAMESPACE, topic, work, producers=3, consumers=3, keys=600, rate=100)
     expansions = Expansions(cluster.custom, APP_NAMESPACE)
     try:
