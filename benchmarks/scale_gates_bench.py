@@ -1,0 +1,184 @@
+"""A GatedConsumer holding hundreds of gates (issue 35, item 8): a topic expanded 1,024 -> 2,048
+partitions, every new partition gated on its old one (the old ones' records not yet committed by
+the group), the consumer assigned the 1,024 new partitions and a never-expanded topic whose
+records flow meanwhile; another client of its group commits the old partitions' thresholds.
+
+Side by side in one run, today's GatedConsumer (the group's progress fetched in one batched round
+off the poll thread, the poll evaluating the held gates against the latest snapshot) and the one
+of ``BEFORE``, read from git (it asked the committed offset and the watermarks on the poll thread,
+one held partition at a time, at each partition's backoff):
+
+- holding: from the consumer's start until all 1,024 gates hold their partitions;
+- poll latency while the 1,024 gates are held: each ``consume(500, 0.05)`` of the flowing topic,
+  p50 and p99;
+- gate opening latency: from the other client's commit of every old partition's threshold until
+  each gated partition's first record is handed out, p50 and max.
+
+Rounds alternate which side goes first; each side's figures are the medians over its rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ordo.epochs import EpochHistory
+from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.gated_consumer import GatedConsumer
+
+from ._result import Result
+from ._testbed import kafka_bootstrap
+
+BEFORE = "f737285"
+"""The last commit whose GatedConsumer checked held gates on the poll thread, per partition."""
+OLD = 1_024  # partitions before the expansion; after it, twice as many
+OLD_RECORDS, NEW_RECORDS = 4, 2  # per old partition (its threshold), per new partition
+FLOW_PARTITIONS, FLOW_RECORDS = 4, 300_000
+CALLS, WINDOW = 300, 20.0  # poll latency: this many consume() calls, or this many seconds
+ROUNDS = 2
+VALUE = b"x" * 100
+
+
+def _before() -> Callable[..., Any] | None:
+    """The GatedConsumer class of ``BEFORE``, built from git against today's package (its helpers
+    are still there), or None with the reason printed."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{BEFORE}:sdk/ordo/gated_consumer.py"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        module = types.ModuleType("ordo._gated_consumer_before")
+        module.__package__ = "ordo"
+        sys.modules[module.__name__] = module  # dataclasses look their module up
+        exec(compile(source, f"{BEFORE}:sdk/ordo/gated_consumer.py", "exec"), module.__dict__)
+    except (OSError, subprocess.CalledProcessError, ImportError, AttributeError) as error:
+        print(f"  the GatedConsumer of {BEFORE} could not be built ({error}): today's side only")
+        return None
+    made: Callable[..., Any] = module.GatedConsumer
+    return made
+
+
+def _fill(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ensure_log_topics(admin)
+    futures = admin.create_topics([NewTopic("gates", 2 * OLD), NewTopic("flow", FLOW_PARTITIONS)])
+    for future in futures.values():
+        future.result(300)  # a broker opens new logs one by one: 2,048 take a minute here
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+    records = [(p, OLD_RECORDS) for p in range(OLD)] + [(p, NEW_RECORDS) for p in range(OLD, 2 * OLD)]
+    for partition, count in records:
+        for _ in range(count):
+            producer.produce("gates", VALUE, partition=partition)
+    for i in range(FLOW_RECORDS):
+        while True:
+            try:
+                producer.produce("flow", VALUE, partition=i % FLOW_PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    thresholds = dict.fromkeys(range(OLD), OLD_RECORDS)
+    EpochLogWriter({"bootstrap.servers": bootstrap}).write(
+        EpochHistory.initial("gates", OLD).begin_fence(2 * OLD).publish(thresholds)
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _side(make: Callable[..., Any], bootstrap: str, group: str) -> dict[str, float]:
+    """One side's round: (seconds) holding, poll p50, poll p99, gate p50, gate max."""
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    gated = [TopicPartition("gates", p, 0) for p in range(OLD, 2 * OLD)]
+    flowing = [TopicPartition("flow", p, 0) for p in range(FLOW_PARTITIONS)]
+    started = time.monotonic()
+    consumer = make(config, ["gates", "flow"], assignment=gated + flowing)
+    try:
+        deadline = started + 300
+        while len(consumer.closed_gates()) < OLD:
+            for message in consumer.consume(500, 0.05):
+                assert message.error() is not None or message.topic() == "flow", "a gate let a record through"
+            assert time.monotonic() < deadline, f"{len(consumer.closed_gates())} gates held after 300 s"
+        holding = time.monotonic() - started
+        polls: list[float] = []
+        window = time.monotonic() + WINDOW
+        while len(polls) < CALLS and time.monotonic() < window:
+            began = time.perf_counter()
+            got = consumer.consume(500, 0.05)
+            polls.append(time.perf_counter() - began)
+            assert all(m.error() is not None or m.topic() == "flow" for m in got), (
+                "a gate let a record through"
+            )
+        committer = Consumer(config)
+        committer.commit(
+            offsets=[TopicPartition("gates", p, OLD_RECORDS) for p in range(OLD)], asynchronous=False
+        )
+        committer.close()
+        committed = time.monotonic()
+        opened: dict[int, float] = {}
+        while len(opened) < OLD:
+            for message in consumer.consume(500, 0.05):
+                if message.error() is None and message.topic() == "gates":
+                    opened.setdefault(message.partition() or 0, time.monotonic() - committed)
+            assert time.monotonic() < committed + 300, f"{len(opened)} gates open 300 s after the commit"
+    finally:
+        consumer.close()
+    latencies = list(opened.values())
+    return {
+        "holding": holding,
+        "poll_p50": statistics.median(polls),
+        "poll_p99": _percentile(polls, 0.99),
+        "gate_p50": statistics.median(latencies),
+        "gate_max": max(latencies),
+    }
+
+
+def run() -> list[Result]:
+    before = _before()
+    sides: dict[str, Callable[..., Any]] = {"today": GatedConsumer}
+    if before is not None:
+        sides["before"] = before
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    with kafka_bootstrap() as bootstrap:
+        _fill(bootstrap)
+        for round_ in range(ROUNDS):
+            order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+            for name in order:
+                rounds[name].append(_side(sides[name], bootstrap, f"gates-{name}-{round_}"))
+                shown = ", ".join(f"{k} {v:.3f}" for k, v in rounds[name][-1].items())
+                print(f"  round {round_} {name}: {shown} (seconds)")
+    figures = {
+        name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in rounds.items()
+    }
+    labels = {
+        "holding": "from its start until all gates hold",
+        "poll_p50": "poll latency (consume(500, 0.05) of a flowing topic) while the gates are held, p50",
+        "poll_p99": "poll latency (consume(500, 0.05) of a flowing topic) while the gates are held, p99",
+        "gate_p50": "gate opening latency (old partitions committed -> a gated partition's first record) p50",
+        "gate_max": "gate opening latency (old partitions committed -> a gated partition's first record) max",
+    }
+    today = {key: value * 1e3 for key, value in figures["today"].items()}
+    title = f"GatedConsumer holding {OLD:,} gates (expansion {OLD:,} -> {2 * OLD:,})"
+    if "before" not in figures:
+        return [Result.absolute(f"{title}: {label}", today[key], "ms") for key, label in labels.items()]
+    then = {key: value * 1e3 for key, value in figures["before"].items()}
+    return [
+        Result(f"{title}, today vs {BEFORE} (poll-thread checks per partition): {label}", today[key],
+               then[key], "ms")
+        for key, label in labels.items()
+    ]  # fmt: skip
