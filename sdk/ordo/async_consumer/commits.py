@@ -1,7 +1,9 @@
 """When to commit and what. Pure, no Kafka.
 
 Commits are aggregated: one commit per ``interval`` seconds, or sooner once ``every`` records were
-done since the last one, and only for partitions whose position moved past what was committed.
+done since the last one, and only for partitions whose position moved past what was committed. A
+position past a gate's threshold is committed at once (``urge``); what a failed commit carried is
+sent again after the interval, whether or not more records were done meanwhile (``failed``).
 """
 
 from __future__ import annotations
@@ -26,16 +28,33 @@ class CommitPolicy:
         self.every = every
         self.pending = 0
         self._last = now
+        self._urged = False
+        self._failed = False
+
+    def urge(self) -> None:
+        """Commit what is done at the next chance: a position passed a threshold another
+        member's gate may be waiting for."""
+        self._urged = True
+
+    def failed(self) -> None:
+        """A commit failed (a rebalance, a coordinator move): commit again after the interval
+        even if nothing more is done. An idle consumer would otherwise never send it, and a gate
+        of another member may be waiting for it."""
+        self._failed = True
 
     def note_done(self, records: int = 1) -> None:
         self.pending += records
 
     def due(self, now: float) -> bool:
-        return self.pending >= self.every or (self.pending > 0 and now - self._last >= self.interval)
+        if self._urged:
+            return True
+        waiting = self.pending > 0 or self._failed
+        return self.pending >= self.every or (waiting and now - self._last >= self.interval)
 
     def committed(self, now: float) -> None:
         self.pending = 0
         self._last = now
+        self._urged = self._failed = False
 
 
 def to_commit(positions: Mapping[P, int | None], committed: Mapping[P, int]) -> dict[P, int]:

@@ -8,6 +8,11 @@ work (``handoff.py``). When partitions are revoked, the fetcher waits inside the
 work on them is finished (KIP-983's two-step revocation, ``revocations.py``) or their deadline
 passes (then they are lost), while the user's ``poll()`` keeps handing out buffered records of the
 partitions that stay. Every confluent-kafka call is made on the fetcher thread.
+
+With ``gate=True`` records are also held at the ordering gate of KIP-253 (``ordo.epochs.
+consumer_gate``, GatedConsumer's): a moved key's records in a new partition wait until the old
+partitions' records up to the epoch's thresholds are *completed* (done by the workers, in order:
+the committed positions), not merely handed out.
 """
 
 from __future__ import annotations
@@ -19,13 +24,17 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import groupby, repeat
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .. import metrics
+from .._batch_scan import scan
 from .._clients import fast_refill
+from ..epochs import Gate
+from ..epochs.consumer_gate import ConsumerGate, see_new_partitions
+from ..epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
 from ..errors import ConfigError, ConsumerClosedError
 from ..group_protocol import with_classic_defaults
 from .commits import CommitPolicy, to_commit
@@ -45,6 +54,8 @@ to three quarters, before every partition is paused: a pause drops librdkafka's 
 and its resume waits out the fetch long-poll in flight, so a consumer that keeps up never pays it."""
 HOLD_STEP = 0.005
 """Seconds between the fetcher's looks at a full buffer it holds."""
+SKIP_CHECK_INTERVAL = 0.1
+"""Gated: seconds between the fetcher's looks for offsets passed without a record (markers)."""
 TP = tuple[str, int]
 """(topic, partition)."""
 Listener = Callable[[frozenset[TP]], None]
@@ -68,14 +79,16 @@ class Batch:
 
 
 class _Owned:
-    """A partition this consumer owns: its offsets and whether it is being revoked or paused."""
+    """A partition this consumer owns: its offsets and whether it is being revoked, paused or
+    held at the ordering gate."""
 
-    __slots__ = ("paused", "revoking", "tracker")
+    __slots__ = ("held", "paused", "revoking", "tracker")
 
     def __init__(self) -> None:
         self.tracker = OffsetTracker()
         self.revoking = False
         self.paused = False
+        self.held = False
 
 
 class AsyncConsumer:
@@ -88,6 +101,10 @@ class AsyncConsumer:
     handed out and not done; at most about ``max_buffered`` more are fetched ahead (partitions
     are paused beyond that, nothing is dropped). The buffer is what keeps ``poll()`` delivering
     while a revocation waits: size it as docs/async_consumer.md explains.
+
+    ``gate``: hold records at KIP-253's ordering gate, as GatedConsumer does, reading the epoch
+    log ``epoch_topic`` (or ``epoch_log``): a moved key's records wait until its older records
+    are done, whichever member processes them (``closed_gates()`` says what waits for what).
 
     ``on_assign``, ``on_revoke``, ``on_lost`` observe the rebalances, each called with a frozenset
     of (topic, partition), never empty, on the SDK's fetcher thread: ``on_assign`` before any
@@ -114,6 +131,9 @@ class AsyncConsumer:
         on_assign: Listener | None = None,
         on_revoke: Listener | None = None,
         on_lost: Listener | None = None,
+        gate: bool = False,
+        epoch_topic: str = DEFAULT_EPOCH_TOPIC,
+        epoch_log: EpochLog | None = None,
     ) -> None:
         self.topics = list(topics)
         _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
@@ -134,19 +154,42 @@ class AsyncConsumer:
         self.revoke_timeout = revoke_timeout
         self._fetch_batch = fetch_batch
         self._user_on_commit: Callable[..., None] | None = config.get("on_commit")
-        self._consumer = Consumer(
-            fast_refill(
-                {
-                    # a resumed partition waits for the fetch long-poll in flight: keep it short
-                    "fetch.wait.max.ms": 100,
-                    # incremental rebalances (a KIP-848 group's are incremental already)
-                    **with_classic_defaults(config, partition_assignment_strategy="cooperative-sticky"),
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    "on_commit": self._on_commit,
-                }
+        # gated: per partition, the offset below which every record is done; kept after the
+        # partition goes (done is done: it still counts for gates)
+        self._completed: dict[TP, int] = {}
+        self._gate: ConsumerGate | None = None
+        if gate:  # first: a log it cannot read refuses the consumer before it joins the group
+            self._gate = ConsumerGate(
+                config,
+                self.topics,
+                epoch_topic=epoch_topic,
+                epoch_log=epoch_log,
+                progress=self._completed,
+                pause=self._hold,
+                resume=self._release,
+                subscribed=True,
+                named=set(self.topics),
+                on_snapshot=self._gate_news,
             )
-        )
+        self._next_skip_check = 0.0
+        try:
+            self._consumer = Consumer(
+                fast_refill(
+                    {
+                        # a resumed partition waits for the fetch long-poll in flight: keep it short
+                        "fetch.wait.max.ms": 100,
+                        # incremental rebalances (a KIP-848 group's are incremental already)
+                        **with_classic_defaults(config, partition_assignment_strategy="cooperative-sticky"),
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        "on_commit": self._on_commit,
+                    }
+                )
+            )
+        except Exception:
+            if self._gate is not None:
+                self._gate.close()
+            raise
         self._lock = threading.Lock()  # not reentrant: cheaper, never nested
         self._cond = threading.Condition(self._lock)
         self._owned: dict[TP, _Owned] = {}
@@ -192,6 +235,8 @@ class AsyncConsumer:
                 self._complete(self._revocations.start_poll())
             while True:
                 self._settle()
+                if self._gate is not None and self._gate.holding:
+                    self._review_gates()
                 room = min(max_records, self.max_in_flight - len(self._in_flight))
                 taken = self._take(room) if room > 0 else []
                 if taken or self._errors or self._revocations.has_news():
@@ -318,6 +363,13 @@ class AsyncConsumer:
         with self._lock:
             return set(self._owned)
 
+    def closed_gates(self) -> dict[TP, Gate]:
+        """Gated: partitions held back now, with what each is waiting for."""
+        if self._gate is None:
+            return {}
+        with self._lock:
+            return self._gate.closed_gates()
+
     @property
     def in_flight(self) -> int:
         return max(0, len(self._in_flight) - len(self._done))  # a record done twice counts once
@@ -406,6 +458,8 @@ class AsyncConsumer:
         for tp, offsets in offsets_of.items():
             owned[tp].tracker.done_many(offsets)
             self._policy.pending += len(offsets)
+        if self._gate is not None:
+            self._completed_to({tp: owned[tp].tracker.position for tp in offsets_of})
 
     def _take(self, room: int) -> list[tuple[TP, list[Message]]]:
         """Up to ``room`` records to hand out, in runs of one partition; fetched batches are
@@ -415,8 +469,11 @@ class AsyncConsumer:
         return self._scheduler.take_runs(room)
 
     def _absorb(self) -> None:
-        """Sort the batches the fetcher handed over into the offset trackers and the scheduler."""
+        """Sort the batches the fetcher handed over into the offset trackers and the scheduler
+        (gated: those the gate admits; it holds the others)."""
+        gate = self._gate
         for messages in self._fetched.take():
+            headers = gate is not None and scan(messages)[1]  # any stamp to look at (one C pass)
             run: list[Message] = []  # a fetched batch comes in runs of one partition
             topic, partition = "", -1  # the run's, compared field by field: no tuple per record
             for message in messages:
@@ -427,16 +484,28 @@ class AsyncConsumer:
                     continue
                 if message.partition() != partition or message.topic() != topic:
                     if run:
-                        self._add_run((topic, partition), run)
+                        self._add_run((topic, partition), run, headers)
                     topic, partition, run = message.topic(), message.partition(), []  # type: ignore[assignment]
                 run.append(message)
             if run:
-                self._add_run((topic, partition), run)
+                self._add_run((topic, partition), run, headers)
+        if gate is not None:
+            gate.ask_watcher()
 
-    def _add_run(self, tp: TP, run: list[Message]) -> None:
+    def _add_run(self, tp: TP, run: list[Message], headers: bool = True) -> None:
         state = self._owned.get(tp)
         if state is None or state.revoking:
             return  # records fetched before a revocation are left for the next owner
+        if self._gate is not None:
+            admitted: list[Message] = []
+            self._gate.admit_run(tp, run, admitted, {}, headers)  # the others wait at the gate
+            if not admitted:
+                return
+            run = admitted
+        self._place(tp, state, run)
+
+    def _place(self, tp: TP, state: _Owned, run: list[Message]) -> None:
+        """Records that may be handed out: into the offset tracker and the scheduler."""
         state.tracker.add_many([message.offset() for message in run])  # type: ignore[misc]
         scheduler = self._scheduler
         if self.ordering == "key":
@@ -444,6 +513,48 @@ class AsyncConsumer:
                 scheduler.add(tp, message.key(), message)
         else:
             scheduler.add_many(tp, run)
+
+    # -- the ordering gate (gate=True), called with the lock held ---------------------------
+
+    def _review_gates(self) -> None:
+        """Records of held partitions whose gate opened: placed to be handed out, in order."""
+        assert self._gate is not None
+        for tp, run in groupby(self._gate.review(), key=_tp):
+            state = self._owned.get(tp)
+            if state is not None and not state.revoking:
+                self._place(tp, state, list(run))
+
+    def _completed_to(self, positions: Mapping[TP, int | None]) -> None:
+        """This consumer's completed offsets moved: one past a threshold is committed soon (a
+        gate of another member may wait for it) and may open a held gate here."""
+        assert self._gate is not None
+        advanced = []
+        for tp, position in positions.items():
+            before = self._completed.get(tp, -1)
+            if position is not None and position > before:
+                self._completed[tp] = position
+                advanced.append((tp, before, position))
+        if advanced and self._gate.progressed(advanced):
+            self._policy.urge()
+            if self._poll_waiting:
+                self._cond.notify_all()
+
+    def _hold(self, tp: TP) -> None:
+        state = self._owned.get(tp)
+        if state is not None:
+            state.held = True  # the fetcher pauses it (_service)
+
+    def _release(self, tp: TP) -> None:
+        state = self._owned.get(tp)
+        if state is not None:
+            state.held = False  # the fetcher resumes it when the buffer has room (_service)
+
+    def _gate_news(self) -> None:
+        """The gate's watcher has a new snapshot of the group's progress (its thread): a waiting
+        poll looks at the held gates again."""
+        with self._lock:
+            if self._poll_waiting:
+                self._cond.notify_all()
 
     def _check_usable(self) -> None:
         if self._failure is not None:
@@ -460,6 +571,8 @@ class AsyncConsumer:
 
     def _forget(self, tp: TP) -> int | None:
         self._settle()  # what was done before the partition goes counts for its position
+        if self._gate is not None:
+            self._gate.drop([tp])
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
         for key in [k for k, m in self._in_flight.items() if _tp(m) == tp]:
@@ -470,8 +583,13 @@ class AsyncConsumer:
 
     def _run(self) -> None:
         consumer = self._consumer
+        gate = self._gate
         try:
             while not self._stop.is_set():
+                if gate is not None:
+                    if gate.grown.is_set():  # a new epoch: its partitions are assigned now
+                        see_new_partitions(consumer, self.topics, gate.grown)
+                    self._pass_markers(consumer)
                 if self._service(consumer):
                     self._stop.wait(HOLD_STEP)
                     continue
@@ -498,6 +616,41 @@ class AsyncConsumer:
             self._poll_waiting = False
             with self._lock:
                 self._cond.notify_all()
+
+    def _pass_markers(self, consumer: Consumer) -> None:
+        """Gated: count as completed the offsets the fetch passed without a record (transaction
+        markers, aborted records) in partitions whose every record is done, up to the first
+        record held at a gate. A threshold is an end offset, and a transactional producer's last
+        record is followed by its commit marker: two partitions gated on each other after a
+        2 -> 3 expansion would otherwise wait for each other forever."""
+        now = time.monotonic()
+        if now < self._next_skip_check:
+            return
+        self._next_skip_check = now + SKIP_CHECK_INTERVAL
+        with self._lock:
+            owned = [TopicPartition(*tp) for tp, state in self._owned.items() if not state.revoking]
+        if not owned:
+            return
+        try:
+            positions = consumer.position(owned)
+        except KafkaException:
+            return  # not now (mid-rebalance): the next look catches up
+        assert self._gate is not None
+        with self._lock:
+            self._absorb()  # what was fetched below those positions is in the trackers first
+            self._settle()
+            held = self._gate.held_offsets()  # fetched, not handed out: not passed
+            passed: dict[TP, int | None] = {}
+            for position in positions:
+                tp = (position.topic, position.partition)
+                state = self._owned.get(tp)
+                if state is None or state.revoking or position.offset < 0:
+                    continue
+                below = min(position.offset, held.get(tp, position.offset))
+                if state.tracker.unfinished == 0 and state.tracker.advance_to(below):
+                    passed[tp] = below
+            if passed:
+                self._completed_to(passed)
 
     def _service(self, consumer: Consumer) -> bool:
         """Between fetches: back-pressure, and the aggregated asynchronous commit. A full buffer
@@ -527,6 +680,11 @@ class AsyncConsumer:
                 if state.revoking:
                     continue
                 idle = idle and state.paused  # as it was before this pass
+                if state.held:  # behind a closed gate: nothing of it can be handed out
+                    if not state.paused:
+                        state.paused = True
+                        pause.append(TopicPartition(*tp))
+                    continue
                 buffered = self._scheduler.buffered(tp)
                 if not state.paused and (stop_all or (not low and buffered >= high)):
                     state.paused = True
@@ -576,9 +734,10 @@ class AsyncConsumer:
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if error is not None or any(tp.error is not None for tp in partitions):
-            with self._lock:  # recommit these at the next aggregated commit
+            with self._lock:  # recommit these at the next aggregated commit, done or not
                 for tp in partitions:
                     self._committed.pop((tp.topic, tp.partition), None)
+                self._policy.failed()
             _log.warning("asynchronous commit failed: %s", error or [tp for tp in partitions if tp.error])
         if self._user_on_commit is not None:
             self._user_on_commit(error, partitions)
@@ -633,6 +792,9 @@ class AsyncConsumer:
         self._settle()
         state = self._owned[tp]
         state.revoking = True
+        if self._gate is not None:  # held records were never handed out: the next owner's
+            self._gate.drop([tp])
+            state.held = False
         flying = [m.offset() or 0 for m in self._in_flight.values() if _tp(m) == tp]
         limit = max(max(flying, default=-1), state.tracker.highest_done())
         self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
@@ -667,6 +829,8 @@ class AsyncConsumer:
             consumer.close()  # revokes everything: _on_revoke completes at once while closing
         except Exception:
             _log.exception("AsyncConsumer: closing the consumer failed")
+        if self._gate is not None:
+            self._gate.close()
         with self._lock:
             self._closing = True
             self._cond.notify_all()

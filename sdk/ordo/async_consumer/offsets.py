@@ -83,6 +83,17 @@ class OffsetTracker:
         self._next = pending[0] if pending else last + 1
         return True
 
+    def advance_to(self, offset: int) -> bool:
+        """With every record added done, pass the offsets below ``offset`` that hold no record
+        (transaction markers, aborted records: the consumer's fetch position went past them);
+        True when the position moved. A threshold is an end offset, often just past a commit
+        marker: a gate waiting for it would otherwise never open."""
+        if self._pending or (self._next is not None and offset <= self._next):
+            return False
+        self._next = offset
+        self._last = max(self._last, offset - 1)
+        return True
+
     def highest_done(self) -> int:
         """The highest offset marked done (-1 when none)."""
         if self._done:
