@@ -60,7 +60,10 @@ class KafkaSide:
         """The log end of partitions 0..partitions-1 (read_uncommitted: the thresholds). Raises
         KafkaException when a leader does not answer, and also for an answer that is no offset:
         right after a failover the admin client handed -1001 (OFFSET_INVALID) as a partition's
-        end, and a threshold below the real end would open gates early (testbed cluster)."""
+        end, and a threshold below the real end would open gates early (testbed cluster).
+        The leaders are asked for first: a question sent to a leader that died since the admin
+        client last looked waits out the whole timeout while producers are held by the fence."""
+        relearn_leaders(self.admin, topic, self.timeout)
         try:
             ends = end_offsets(self.admin, topic, partitions, self.timeout)
         except KafkaException:
