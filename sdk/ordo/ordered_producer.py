@@ -162,7 +162,11 @@ class OrderedProducer:
         self._log = epoch_log or EpochLog(client_config, epoch_topic)
         self._registry_topic = registry_topic
         # flushed at every report, which serves its log lines
-        self._reporter = Producer(logged({**client_config, "linger.ms": 0, "acks": "all"}))
+        # idempotent: a retried older report landing after a newer one would only make a fence
+        # wait longer, but a report's order is what the registry means
+        self._reporter = Producer(
+            logged({**client_config, "linger.ms": 0, "acks": "all", "enable.idempotence": True})
+        )
         self._topics: dict[str, _TopicState] = {}
         self._lock = threading.Condition()
         # Held while a record is checked and handed to librdkafka, and while a fence blocks a

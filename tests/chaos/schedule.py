@@ -20,6 +20,7 @@ class Kind(StrEnum):
     PAUSE_CONSUMER = "pause-consumer"
     RESTART_OPERATOR = "restart-operator"  # SIGKILL + start
     EXPAND = "expand"  # an OrderedTopicExpansion of the data topic to ``partitions``
+    DELETE_EXPANSION = "delete-expansion"  # ``kubectl delete`` of the last expansion, mid-flight
     BROKER_FAULT = "broker-fault"
 
 
@@ -86,6 +87,13 @@ class Limits:
     cooldown: float = 8.0  # nor in the last seconds (the last expansion must be able to finish)
     expansion_gap: float = 12.0  # at least this long between two expansions
     max_pause: float = 5.0
+    delete_chance: float = 0.0  # of an expansion (after the first) being deleted mid-flight
+
+    @classmethod
+    def soak(cls) -> Limits:
+        """``make soak``: pauses past every session (the group's 3 s, its members' producers' 10 s,
+        and their delivery timeout), and expansions deleted mid-flight, the first always."""
+        return cls(max_pause=25.0, delete_chance=0.3)
 
 
 # Weights of the background actions (expansions and the restarts tied to them are placed apart).
@@ -156,6 +164,8 @@ def _expansions(rng: random.Random, start: float, end: float, lim: Limits) -> li
         partitions = target
         at = start + i * spacing + rng.uniform(0, spacing - lim.expansion_gap)
         actions.append(Action(round(at, 2), Kind.EXPAND, partitions=partitions))
+        if lim.delete_chance and (i == 1 or (i > 1 and rng.random() < lim.delete_chance)):
+            actions.append(Action(round(at + rng.uniform(0.3, 3.0), 2), Kind.DELETE_EXPANSION))
         if i == 0 or rng.random() < 0.4:
             actions.append(Action(round(at + rng.uniform(0.2, 2.5), 2), Kind.RESTART_OPERATOR))
     return actions

@@ -21,7 +21,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -41,6 +43,8 @@ from .schedule import Action, Kind, Limits, make_schedule
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
 SECONDS = float(os.environ.get("ORDO_CHAOS_SECONDS", "50"))
+LIMITS = Limits.soak() if os.environ.get("ORDO_SOAK") else Limits()
+FENCE_TIMEOUT = 120  # a pause past a producer's session + delivery timeout during a fence fits
 GROUP, SOURCE_PARTITIONS = "chaos", 8
 MEMBER_LABELS, READER_LABELS = {"app": "chaos-member"}, {"app": "chaos-reader"}
 CONSUMERS = 3
@@ -50,8 +54,8 @@ PROGRESS_SECONDS = 300.0  # how long they may take to get there once the chaos i
 # progress floor, the members' exits, the checkpoint read, both verifiers, the consumers' exits),
 # plus the fixtures': a guard against a hang, never hit by a run that is only slow.
 TIMEOUT = int(
-    90 + SECONDS + 180 * (SECONDS // Limits().expansion_gap + 1) + PROGRESS_SECONDS
-    + 60 * Limits().max_members + 90 + 120 + 120 + 60 * CONSUMERS + 300
+    90 + SECONDS + 180 * (SECONDS // LIMITS.expansion_gap + 1) + PROGRESS_SECONDS
+    + 60 * LIMITS.max_members + 90 + 120 + 120 + 60 * CONSUMERS + 300
 )  # fmt: skip
 
 
@@ -74,6 +78,7 @@ class Chaos:
     consumer_logs: list[Path] = field(default_factory=list)
     paused: list[tuple[float, Pod]] = field(default_factory=list)  # (resume at, pod)
     expansions: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # expansions deleted mid-flight
     done: Counter[str] = field(default_factory=Counter)
     samples: list[dict[int, int]] = field(default_factory=list)
     started: int = 0
@@ -146,9 +151,13 @@ class Chaos:
         elif kind == Kind.EXPAND:
             name = f"grow-to-{action.partitions}"
             Expansions(self.kube.custom, self.kube.namespace).create(
-                name, self.topic, action.partitions, fenceTimeoutSeconds=60
+                name, self.topic, action.partitions, fenceTimeoutSeconds=FENCE_TIMEOUT
             )
             self.expansions.append(name)
+        elif kind == Kind.DELETE_EXPANSION:
+            name = self.expansions.pop()
+            Expansions(self.kube.custom, self.kube.namespace).delete(name)
+            self.deleted.append(name)
         elif kind == Kind.BROKER_FAULT:
             f = action.fault
             assert f is not None
@@ -188,6 +197,24 @@ class Chaos:
         self.kafka.faults.clear()
         for _, pod in list(self.paused):
             self.unpause(pod)
+
+
+def _gone(expansions: Expansions, name: str) -> bool:
+    return not expansions.exists(name)
+
+
+def _ended(expansions: Expansions, name: str) -> str:
+    """The phase an expansion ended in (Completed, or Aborted when a pause outlasted its fence)."""
+
+    def final() -> dict[str, Any] | None:
+        status = expansions.status(name)
+        return status if status.get("phase") in ("Completed", "Aborted", "Failed") else None
+
+    status = wait_for(final, 180, f"{name} to end")
+    assert status is not None
+    if status["phase"] == "Aborted":
+        assert "FenceTimeout" in str(status.get("conditions")), status
+    return str(status["phase"])
 
 
 def read_checkpoints(bootstrap: str, topic: str) -> dict[int, int]:
@@ -255,7 +282,7 @@ def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
     seed = int(os.environ.get("ORDO_CHAOS_SEED") or random.SystemRandom().randrange(2**32))
     replay = f"chaos seed {seed}: replay with ORDO_CHAOS_SEED={seed} ORDO_CHAOS_SECONDS={SECONDS:.0f}"
     print(replay, flush=True)
-    actions = make_schedule(seed, SECONDS)
+    actions = make_schedule(seed, SECONDS, LIMITS)
     groups = Groups(chaos.kube.custom, chaos.kube.namespace)
     groups.create(
         GROUP,
@@ -264,18 +291,23 @@ def test_chaos_soak_loses_duplicates_and_reorders_nothing(chaos: Chaos) -> None:
         sessionTimeoutSeconds=3,
         checkpointTopic=chaos.checkpoint_topic,
     )
-    for _ in range(Limits().members):
+    for _ in range(LIMITS.members):
         chaos.start_member()
     for _ in range(CONSUMERS):
         chaos.start_consumer()
-    groups.wait_settled(GROUP, Limits().members, 90, SOURCE_PARTITIONS)
+    groups.wait_settled(GROUP, LIMITS.members, 90, SOURCE_PARTITIONS)
 
     chaos.run(actions)
     chaos.settle()
 
     expansions = Expansions(chaos.kube.custom, chaos.kube.namespace)
-    phases = {name: expansions.wait_phase(name, "Completed", 180)["phase"] for name in chaos.expansions}
-    assert len(phases) >= 3, replay
+    for name in chaos.deleted:  # undone (aborted, or left standing once published) and gone
+        wait_for(partial(_gone, expansions, name), 180, f"{name} deleted ({replay})")
+    phases = {name: _ended(expansions, name) for name in chaos.expansions}
+    print("expansions:", phases, "deleted:", chaos.deleted, flush=True)
+    # a fence a pause held past its timeout aborts (producers go on at the old count): a right end
+    assert all(phase in ("Completed", "Aborted") for phase in phases.values()), f"{replay}: {phases}"
+    assert list(phases.values()).count("Completed") >= 3, f"{replay}: {phases}"
     wait_for(
         lambda: sum(read_checkpoints(chaos.kafka.bootstrap, chaos.checkpoint_topic).values()) > COPIED,
         PROGRESS_SECONDS,

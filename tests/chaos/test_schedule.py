@@ -43,7 +43,7 @@ def test_every_schedule_holds_the_soaks_promises(seed: int, seconds: float) -> N
         "the operator is restarted while the first expansion runs"
     )
 
-    assert {a.kind for a in actions} == set(Kind)
+    assert {a.kind for a in actions} == set(Kind) - {Kind.DELETE_EXPANSION}, "deletes are the soak's"
     assert {a.fault for a in actions if a.kind == Kind.BROKER_FAULT} == set(FAULTS)
     assert all(limits.min_members <= n <= limits.max_members for n in members_over_time(actions, limits))
     pauses = [a.seconds for a in actions if a.kind in (Kind.PAUSE_MEMBER, Kind.PAUSE_CONSUMER)]
@@ -65,3 +65,21 @@ def test_every_fault_is_bounded_and_retriable() -> None:
 def test_a_run_too_short_for_three_expansions_is_refused() -> None:
     with pytest.raises(ValueError, match="three expansions"):
         make_schedule(1, 30.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32), seconds=st.sampled_from([120.0, 600.0, 1800.0]))
+def test_a_soak_pauses_past_every_session_and_deletes_expansions_mid_flight(
+    seed: int, seconds: float
+) -> None:
+    limits = Limits.soak()
+    actions = make_schedule(seed, seconds, limits)
+    assert {a.kind for a in actions} == set(Kind)
+    expansions = [a.at for a in actions if a.kind == Kind.EXPAND]
+    for delete in (a for a in actions if a.kind == Kind.DELETE_EXPANSION):
+        before = [at for at in expansions if at < delete.at]
+        assert before and delete.at - before[-1] <= 3.0, "deleted while the last expansion runs"
+    pauses = [a.seconds for a in actions if a.kind in (Kind.PAUSE_MEMBER, Kind.PAUSE_CONSUMER)]
+    assert all(0.5 <= s <= limits.max_pause for s in pauses)
+    if seconds >= 600:
+        assert max(pauses) > 10.0, "some pause outlasts the members' producers' session"
