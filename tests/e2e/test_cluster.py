@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ordo.protocol import GROUP_LABEL
 from ordo_sandbox.scenario.sources import SourceVerdict, verify_sources
+from ordo_testbed.kafka.testing import await_records
 from ordo_testbed.resources import Expansions, Groups
 from ordo_testbed.waiting import wait_for
 
@@ -224,10 +225,11 @@ def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(
     cluster: Cluster, work: Path
 ) -> None:
     topic = _create_topic(cluster, "orders-e2e", 3)
-    workload = PodWorkload(cluster, APP_NAMESPACE, topic, work, producers=3, consumers=3, keys=600, rate=100)
+    workload = PodWorkload(cluster, APP_NAMESPACE, topic, work, producers=3, consumers=3, keys=600, rate=50)
     expansions = Expansions(cluster.custom, APP_NAMESPACE)
     try:
         workload.start()
+        await_records(cluster.bootstrap, topic, 3, 1500, timeout=300)  # traffic before, between, after
         for partitions in (4, 6):
             name = f"{topic}-to-{partitions}"
             manifest = {
@@ -239,6 +241,7 @@ def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(
             cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
             expansions.wait_phase(name, "Completed", 300)
             assert expansions.get(name)["metadata"]["finalizers"] == ["ordo.dev/finalizer"]
+            await_records(cluster.bootstrap, topic, partitions, 1500, timeout=300)
         workload.finish_producing(300)
     finally:
         verdict = workload.stop()
@@ -248,7 +251,7 @@ def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(
         f"{verdict.order_violations} keys out of order",
     )
     assert verdict.order_violations == 0, verdict.examples
-    assert verdict.lost == 0 and verdict.processed >= verdict.delivered > 0
+    assert verdict.lost == 0 and verdict.processed >= verdict.delivered >= 4500
 
 
 # --- 4. the operator's memory with 1,000 unrelated pods ---------------------------------------------------
@@ -263,36 +266,64 @@ def _leader_rss(cluster: Cluster) -> dict[str, int]:
     }
 
 
-def test_the_operator_watches_only_member_pods_and_its_memory_ignores_1000_others(cluster: Cluster) -> None:
-    core = cluster.core
-    cluster.ensure_namespace("noise")
-    before = _leader_rss(cluster)
+def _noise(cluster: Cluster, labels: dict[str, str], count: int) -> None:
+    """``count`` pods that never run (scheduling-gated): they exist in the API only, as a busy
+    cluster's other pods do for ordo."""
     body = {
-        "metadata": {"generateName": "noise-", "labels": {"app": "noise"}},
-        # never scheduled: the pods exist in the API only, as a busy cluster's other pods do for us
+        "metadata": {"generateName": "noise-", "labels": labels},
         "spec": {"schedulingGates": [{"name": "ordo.dev/never"}],
                  "containers": [{"name": "c", "image": cluster.images.app}]},
     }  # fmt: skip
-    for _ in range(1000):
-        core.create_namespaced_pod("noise", body)  # type: ignore[arg-type]
-    wait_for(lambda: len(cluster.pods("noise", "app=noise")) == 1000, 300, "1,000 pods", step=2)
-    # a change the operator must see after the 1,000 arrived: its watch is past them
+    for _ in range(count):
+        cluster.core.create_namespaced_pod("noise", body)  # type: ignore[arg-type]
+    selector = ",".join(f"{k}={v}" for k, v in labels.items())
+    wait_for(lambda: len(cluster.pods("noise", selector)) == count, 300, f"{count} pods {selector}", step=2)
+
+
+def _operator_sees_the_present(cluster: Cluster, replicas: int) -> None:
+    """A change the operator must act on, made now: once it has, its watches are past what came
+    before (the pods just created)."""
     groups = Groups(cluster.custom, APP_NAMESPACE)
     generation = groups.status("orders-cdc")["generation"]
-    cluster.apps.patch_namespaced_deployment_scale("orders-cdc", APP_NAMESPACE, {"spec": {"replicas": 3}})
+    cluster.apps.patch_namespaced_deployment_scale(
+        "orders-cdc", APP_NAMESPACE, {"spec": {"replicas": replicas}}
+    )
     wait_for(
-        lambda: groups.status("orders-cdc").get("generation", 0) > generation, 240, "the group shrunk", step=1
+        lambda: groups.status("orders-cdc").get("generation", 0) > generation, 240, "a new generation", step=1
     )
-    groups.wait_settled("orders-cdc", members=3, timeout=300, partitions=6)
-    after = _leader_rss(cluster)
-    growth = {pod: (after[pod] - before[pod]) / 1024 for pod in before}
+    groups.wait_settled("orders-cdc", members=replicas, timeout=300, partitions=6)
+
+
+def test_the_operator_watches_only_member_pods_and_its_memory_ignores_1000_others(cluster: Cluster) -> None:
+    cluster.ensure_namespace("noise")
+    before = _leader_rss(cluster)
+    _noise(cluster, {"app": "noise"}, 1000)
+    _operator_sees_the_present(cluster, 3)
+    unrelated = _leader_rss(cluster)
+    # the control: 1,000 pods carrying the member label (in no group), which the operator's
+    # watch does pass, as it passed every pod before the filter
+    _noise(cluster, {"app": "noise-labelled", GROUP_LABEL: "none"}, 1000)
+    _operator_sees_the_present(cluster, 4)
+    labelled = _leader_rss(cluster)
+
+    def mib(kib: int) -> str:
+        return f"{kib / 1024:.1f}"
+
     JOURNAL.verdict(
-        "operator memory with 1,000 unrelated pods",
-        ", ".join(f"{pod}: {before[pod] / 1024:.1f} -> {after[pod] / 1024:.1f} MiB" for pod in before),
+        "operator memory (RSS, MiB) before / +1,000 unrelated pods / +1,000 pods with the member label",
+        "; ".join(
+            f"{pod}: {mib(before[pod])} / {mib(unrelated[pod])} / {mib(labelled[pod])}" for pod in before
+        ),
     )
-    assert all(grown < 8 for grown in growth.values()), growth
-    core.delete_collection_namespaced_pod("noise", label_selector="app=noise")
-    wait_for(lambda: not cluster.pods("noise", "app=noise"), 300, "the 1,000 pods gone", step=2)
+    grew_unrelated = max(unrelated[pod] - before[pod] for pod in before) / 1024
+    grew_labelled = max(labelled[pod] - unrelated[pod] for pod in before) / 1024
+    assert grew_unrelated < 8, grew_unrelated
+    assert grew_labelled > grew_unrelated, (
+        grew_labelled,
+        grew_unrelated,
+    )  # the measure sees pods it is given
+    cluster.core.delete_collection_namespaced_pod("noise")
+    wait_for(lambda: not cluster.pods("noise", ""), 300, "the 2,000 pods gone", step=2)
 
 
 # --- 5. helm upgrade with a group running ---------------------------------------------------------------
