@@ -262,13 +262,17 @@ class _GroupDriver:
 
     def _checkpoint_log(self, spec: ProducerGroupSpec) -> CheckpointLog | None:
         """The checkpoint topic's reader (made on first use); None while Kafka cannot be used."""
-        if self.checkpoints is None or self.checkpoints.topic != spec.checkpoint_topic:
+        if (
+            self.checkpoints is None
+            or self.checkpoints.topic != spec.checkpoint_topic
+            or self.checkpoints.exactly_once != spec.exactly_once
+        ):
             try:
                 side = clients_for(kafka_config(spec.kafka, self.namespace, self.settings), self.settings)
                 ensure_checkpoint_topic(side.admin, spec.checkpoint_topic)
                 if self.checkpoints is not None:
                     self.checkpoints.close()
-                self.checkpoints = CheckpointLog(side.config, spec.checkpoint_topic)
+                self.checkpoints = CheckpointLog(side.config, spec.checkpoint_topic, spec.exactly_once)
                 self.group_checkpoints = (-1, {})
                 self.kafka_problem = None
             except (KafkaConnectionError, ConnectionError, RuntimeError, KafkaException) as error:

@@ -89,3 +89,14 @@ def test_the_restart_point_never_goes_back_whatever_old_owners_write_late(
         if reader.checkpoint is not None:
             points.append(int(reader.checkpoint))
     assert points == sorted(points), f"the restart point went back: {points}"
+
+
+def test_an_exactly_once_reader_takes_the_last_committed_record_whatever_its_generation() -> None:
+    """A member whose assignment went stale during a pause takes its partition again: its
+    init_transactions fences the owner of generation 42, it reads that owner's last checkpoint and
+    commits on from it under its old generation 32. Commit order is owner order there: refusing its
+    records made readers restart behind them (the restart point went back, units ran twice)."""
+    newer = Checkpoint.now("2430", "m-16", 42)
+    later = Checkpoint.now("2435", "m-14", 32)
+    assert applied(newer, later, exactly_once=True) == later
+    assert isinstance(applied(newer, later), str), "at-least-once still refuses it: nothing fences m-14 there"

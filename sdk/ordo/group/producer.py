@@ -424,7 +424,7 @@ class GroupProducer:
             ensure_checkpoint_topic(self._admin, settings.checkpoint_topic)
         finally:
             drain(self._admin)
-        self._checkpoints = log = CheckpointLog(self._kafka, settings.checkpoint_topic)
+        self._checkpoints = log = CheckpointLog(self._kafka, settings.checkpoint_topic, settings.exactly_once)
         self._settings = settings
         return log
 
