@@ -14,6 +14,9 @@ one held partition at a time, at each partition's backoff):
 - gate opening latency: from the other client's commit of every old partition's threshold until
   each gated partition's first record is handed out, p50 and max.
 
+and, as the reference, a raw Consumer's ``consume(500, 0.05)`` of the same flowing topic alone (no
+gate anywhere): what such a call costs on this machine whatever the gates do.
+
 Rounds alternate which side goes first; each side's figures are the medians over its rounds.
 """
 
@@ -101,6 +104,30 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def _polls(consumer: Any) -> list[float]:
+    """Seconds each ``consume(500, 0.05)`` took, CALLS of them or for WINDOW seconds; no record of
+    a gated partition may come."""
+    polls: list[float] = []
+    window = time.monotonic() + WINDOW
+    while len(polls) < CALLS and time.monotonic() < window:
+        began = time.perf_counter()
+        got = consumer.consume(500, 0.05)
+        polls.append(time.perf_counter() - began)
+        assert all(m.error() is not None or m.topic() == "flow" for m in got), "a gate let a record through"
+    return polls
+
+
+def _raw(bootstrap: str, group: str) -> dict[str, float]:
+    """The reference: a raw Consumer reading the flowing topic alone, no gate anywhere."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("flow", p, 0) for p in range(FLOW_PARTITIONS)])
+    try:
+        polls = _polls(consumer)
+    finally:
+        consumer.close()
+    return {"poll_p50": statistics.median(polls), "poll_p99": _percentile(polls, 0.99)}
+
+
 def _side(make: Callable[..., Any], bootstrap: str, group: str) -> dict[str, float]:
     """One side's round: (seconds) holding, poll p50, poll p99, gate p50, gate max."""
     config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
@@ -115,15 +142,7 @@ def _side(make: Callable[..., Any], bootstrap: str, group: str) -> dict[str, flo
                 assert message.error() is not None or message.topic() == "flow", "a gate let a record through"
             assert time.monotonic() < deadline, f"{len(consumer.closed_gates())} gates held after 300 s"
         holding = time.monotonic() - started
-        polls: list[float] = []
-        window = time.monotonic() + WINDOW
-        while len(polls) < CALLS and time.monotonic() < window:
-            began = time.perf_counter()
-            got = consumer.consume(500, 0.05)
-            polls.append(time.perf_counter() - began)
-            assert all(m.error() is not None or m.topic() == "flow" for m in got), (
-                "a gate let a record through"
-            )
+        polls = _polls(consumer)
         committer = Consumer(config)
         committer.commit(
             offsets=[TopicPartition("gates", p, OLD_RECORDS) for p in range(OLD)], asynchronous=False
@@ -153,11 +172,12 @@ def run() -> list[Result]:
     sides: dict[str, Callable[..., Any]] = {"today": GatedConsumer}
     if before is not None:
         sides["before"] = before
-    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in [*sides, "raw"]}
     with kafka_bootstrap() as bootstrap:
         _fill(bootstrap)
         for round_ in range(ROUNDS):
             order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+            rounds["raw"].append(_raw(bootstrap, f"gates-raw-{round_}"))
             for name in order:
                 rounds[name].append(_side(sides[name], bootstrap, f"gates-{name}-{round_}"))
                 shown = ", ".join(f"{k} {v:.3f}" for k, v in rounds[name][-1].items())
@@ -173,12 +193,21 @@ def run() -> list[Result]:
         "gate_max": "gate opening latency (old partitions committed -> a gated partition's first record) max",
     }
     today = {key: value * 1e3 for key, value in figures["today"].items()}
+    raw = {key: value * 1e3 for key, value in figures["raw"].items()}
     title = f"GatedConsumer holding {OLD:,} gates (expansion {OLD:,} -> {2 * OLD:,})"
+    reference = [
+        Result.absolute(
+            f"the reference: a raw Consumer reading the flowing topic alone, {labels[key]}", raw[key], "ms"
+        )
+        for key in ("poll_p50", "poll_p99")
+    ]
     if "before" not in figures:
-        return [Result.absolute(f"{title}: {label}", today[key], "ms") for key, label in labels.items()]
+        return [
+            Result.absolute(f"{title}: {label}", today[key], "ms") for key, label in labels.items()
+        ] + reference
     then = {key: value * 1e3 for key, value in figures["before"].items()}
     return [
         Result(f"{title}, today vs {BEFORE} (poll-thread checks per partition): {label}", today[key],
                then[key], "ms")
         for key, label in labels.items()
-    ]  # fmt: skip
+    ] + reference  # fmt: skip

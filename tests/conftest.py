@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from ordo.async_consumer import AsyncConsumer
 from ordo.epochs.log import ensure_log_topics
 from ordo_testbed.kafka.fixtures import *  # noqa: F403
 from ordo_testbed.kafka.fixtures import KafkaHandle
@@ -18,6 +19,15 @@ from ordo_testbed.operator import OperatorProcess
 # and hypothesis's default 200 ms deadline would fail it (tests/unit/test_epochs.py did, in a full run).
 settings.register_profile("ordo", deadline=None)
 settings.load_profile("ordo")
+
+
+@pytest.fixture
+def closing() -> Iterator[list[AsyncConsumer]]:
+    """AsyncConsumers the test makes, closed after it (each given a second for its records)."""
+    made: list[AsyncConsumer] = []
+    yield made
+    for consumer in made:
+        consumer.close(timeout=1)
 
 
 @pytest.fixture

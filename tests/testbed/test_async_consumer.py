@@ -113,14 +113,6 @@ def _running(consumer: AsyncConsumer, processed: list[tuple[TP, int]]) -> Iterat
         thread.join(10)
 
 
-@pytest.fixture
-def closing() -> Iterator[list[AsyncConsumer]]:
-    made: list[AsyncConsumer] = []
-    yield made
-    for consumer in made:
-        consumer.close(timeout=1)
-
-
 def test_every_record_once_and_the_processed_positions_committed(
     kafka: KafkaHandle, filled: str, closing: list[AsyncConsumer], group_protocol: str
 ) -> None:

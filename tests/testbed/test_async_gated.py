@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Message, Producer, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import Message, Producer
 
 from ordo.async_consumer import AsyncConsumer, Batch
 from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.group_protocol import CLASSIC, with_classic_defaults
+from ordo_testbed.gate_topics import grown_past_transaction_markers
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for
 
@@ -30,14 +30,6 @@ def epochs(kafka: KafkaHandle) -> Iterator[tuple[str, EpochLogWriter]]:
     writer = EpochLogWriter(kafka.config(), topic)
     yield topic, writer
     writer.close()
-
-
-@pytest.fixture
-def closing() -> Iterator[list[AsyncConsumer]]:
-    made: list[AsyncConsumer] = []
-    yield made
-    for consumer in made:
-        consumer.close(timeout=1)
 
 
 def _config(kafka: KafkaHandle, group: str, protocol: str = CLASSIC, **extra: Any) -> dict[str, Any]:
@@ -190,34 +182,11 @@ def test_a_record_stamped_with_an_epoch_the_log_has_not_shown_waits_for_the_log(
 def test_partitions_waiting_for_each_other_open_past_transaction_markers(
     kafka: KafkaHandle, epochs: tuple[str, EpochLogWriter], closing: list[AsyncConsumer]
 ) -> None:
-    """2 -> 3: partition 0's epoch-1 records wait for partition 1's threshold and partition 1's
-    for partition 0's, each just past a commit marker (one offset beyond the last record). The
-    consumer counts the markers passed as completed once every record before is done, or the
-    two gates would wait for each other forever."""
-    epoch_topic, writer = epochs
-    topic = kafka.create_topic(2)
-    producer = Producer(kafka.config(transactional_id=kafka.topic("tx")))
-    producer.init_transactions(30)
-    for i in range(3):
-        producer.begin_transaction()
-        for partition in (0, 1):
-            producer.produce(topic, f"old-{partition}-{i}".encode(), partition=partition)
-        producer.commit_transaction(30)
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-
-    def ends() -> dict[int, int]:
-        found = kafka.admin.list_offsets({TopicPartition(topic, p): latest for p in (0, 1)})
-        return {tp.partition: future.result(10).offset for tp, future in found.items()}
-
-    wait_for(lambda: ends() == {0: 6, 1: 6}, 10, "the last commit markers in the log")
-    history = EpochHistory.initial(topic, 2).begin_fence(3)
-    writer.write(history)
-    kafka.grow(topic, 3)
-    writer.write(history.publish(ends()))
-    producer.begin_transaction()
-    for partition in (0, 1):
-        producer.produce(topic, f"new-{partition}".encode(), partition=partition, headers=list(stamp(1)))
-    producer.commit_transaction(30)
+    """2 -> 3, each threshold just past a commit marker, the two new records gated on each
+    other's partition (``grown_past_transaction_markers``): the consumer counts the markers passed
+    as completed once every record before is done, or the two gates would wait for ever."""
+    epoch_topic, _ = epochs
+    topic = grown_past_transaction_markers(kafka, epoch_topic)
     consumer = AsyncConsumer(
         _config(kafka, kafka.topic("g"), isolation_level="read_committed"),
         [topic],

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 from prometheus_client import REGISTRY
 
 from ordo._batch_scan import scan, scan_python
@@ -15,6 +14,7 @@ from ordo.epochs import EpochHistory, Gate, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 from ordo.group_protocol import with_classic_defaults
+from ordo_testbed.gate_topics import grown_past_transaction_markers
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for
 
@@ -218,34 +218,7 @@ def test_partitions_waiting_for_each_other_open_past_transaction_markers(kafka: 
     markers it passed as processed, or the two gates would wait for each other forever."""
     epochs = kafka.topic("epochs")
     ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
-    topic = kafka.create_topic(2)
-    producer = Producer(kafka.config(transactional_id=kafka.topic("tx")))
-    producer.init_transactions(30)
-    for i in range(3):
-        producer.begin_transaction()
-        for partition in (0, 1):
-            producer.produce(topic, f"old-{partition}-{i}".encode(), partition=partition)
-        producer.commit_transaction(30)
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-
-    def ends() -> dict[int, int]:
-        found = kafka.admin.list_offsets({TopicPartition(topic, p): latest for p in (0, 1)})
-        return {tp.partition: future.result(10).offset for tp, future in found.items()}
-
-    # commit_transaction returns before Kafka has written the last markers (the coordinator
-    # writes them after answering EndTxn): 3 records and 3 commit markers each, soon
-    wait_for(lambda: ends() == {0: 6, 1: 6}, 10, "the last commit markers in the log")
-    thresholds = ends()
-    writer = EpochLogWriter(kafka.config(), epochs)
-    history = EpochHistory.initial(topic, 2).begin_fence(3)
-    writer.write(history)
-    kafka.grow(topic, 3)
-    writer.write(history.publish(thresholds))
-    writer.close()
-    producer.begin_transaction()
-    for partition in (0, 1):
-        producer.produce(topic, f"new-{partition}".encode(), partition=partition, headers=list(stamp(1)))
-    producer.commit_transaction(30)
+    topic = grown_past_transaction_markers(kafka, epochs)
     everything = [TopicPartition(topic, p, 0) for p in (0, 1)]
     with GatedConsumer(_config(kafka), [topic], epoch_topic=epochs, assignment=everything) as consumer:
         values = {m.value() for m in _drain(consumer, 8, timeout=30)}

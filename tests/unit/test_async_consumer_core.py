@@ -74,10 +74,12 @@ def test_position_never_passes_an_unfinished_record(gaps: list[int], rnd: random
     rnd.shuffle(order)
     finished: set[int] = set()
     for o in order:
+        t.advance_to(offsets[-1] + 5)  # markers passed: never past a record not done
         t.done(o)
         finished.add(o)
         expected = next((x for x in offsets if x not in finished), offsets[-1] + 1)
         assert t.position == expected
+    assert t.advance_to(offsets[-1] + 5) and t.position == offsets[-1] + 5
 
 
 # -- Scheduler ---------------------------------------------------------------------------------

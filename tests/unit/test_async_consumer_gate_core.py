@@ -4,11 +4,6 @@ threshold is committed at the next chance."""
 
 from __future__ import annotations
 
-import random
-
-from hypothesis import given
-from hypothesis import strategies as st
-
 from ordo.async_consumer.commits import CommitPolicy
 from ordo.async_consumer.offsets import OffsetTracker
 
@@ -34,24 +29,6 @@ def test_a_tracker_with_no_record_yet_starts_at_the_fetch_position() -> None:
     assert t.advance_to(40) and t.position == 40
     t.add(41)
     assert t.position == 41 and t.unfinished == 1
-
-
-@given(st.lists(st.integers(1, 3), min_size=1, max_size=40), st.randoms(use_true_random=False))
-def test_passing_markers_never_passes_a_record_not_done(gaps: list[int], rnd: random.Random) -> None:
-    offsets = [sum(gaps[: i + 1]) for i in range(len(gaps))]
-    t = OffsetTracker()
-    for o in offsets:
-        t.add(o)
-    order = offsets[:]
-    rnd.shuffle(order)
-    finished: set[int] = set()
-    for o in order:
-        t.advance_to(offsets[-1] + 5)  # as the fetcher's look would, at any time
-        t.done(o)
-        finished.add(o)
-        unfinished = [x for x in offsets if x not in finished]
-        assert t.position == (unfinished[0] if unfinished else offsets[-1] + 1)
-    assert t.advance_to(offsets[-1] + 5) and t.position == offsets[-1] + 5
 
 
 def test_a_threshold_passed_makes_the_commit_due_at_once() -> None:
