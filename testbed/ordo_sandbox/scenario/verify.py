@@ -84,8 +84,11 @@ def read_acknowledged(paths: Iterable[Path]) -> dict[tuple[str, int], str]:
 
 
 def read_processed(path: Path) -> Iterator[Processed]:
-    """A consumer's log: "at_ns key seq partition offset" lines, in processing order."""
+    """A consumer's log: "at_ns key seq partition offset" lines, in processing order (none when
+    it has none: a consumer killed before it processed a record never wrote one)."""
     consumer = path.stem
+    if not path.exists():
+        return
     for line in path.read_text().splitlines():
         parts = line.split()
         if len(parts) == 5:  # a line cut short by a kill is not a processed record
