@@ -43,6 +43,7 @@ _WHERE = {
             "ConsumerClosedError",
             "CheckpointError",
             "DeliveryError",
+            "OffsetStoreError",
         ),
         "ordo.errors",
     ),
@@ -59,6 +60,7 @@ __all__ = [
     "GroupProducer",
     "Murmur2Partitioner",
     "NotOwnedError",
+    "OffsetStoreError",
     "OrderedProducer",
     "OrdoError",
     "ProduceBlockedError",
@@ -82,6 +84,7 @@ if TYPE_CHECKING:  # what the names above are, for type checkers (loaded lazily 
     from .errors import ConsumerClosedError as ConsumerClosedError
     from .errors import DeliveryError as DeliveryError
     from .errors import NotOwnedError as NotOwnedError
+    from .errors import OffsetStoreError as OffsetStoreError
     from .errors import OrdoError as OrdoError
     from .errors import ProduceBlockedError as ProduceBlockedError
     from .errors import ProducerClosedError as ProducerClosedError

@@ -8,6 +8,7 @@ __all__ = [
     "ConsumerClosedError",
     "DeliveryError",
     "NotOwnedError",
+    "OffsetStoreError",
     "OrdoError",
     "ProduceBlockedError",
     "ProducerClosedError",
@@ -50,6 +51,11 @@ class TransactionScopeError(OrdoError):
 
 class ConsumerClosedError(OrdoError):
     """The consumer was closed, or its fetcher failed (the cause is chained); create a new one."""
+
+
+class OffsetStoreError(OrdoError, ValueError):
+    """An offset a GatedConsumer cannot store or commit: it would count as processed records the
+    gate never handed out (past a held record, or past what was fetched); nothing was stored."""
 
 
 class CheckpointError(OrdoError, TypeError):
