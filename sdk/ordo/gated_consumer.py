@@ -22,7 +22,7 @@ from ._clients import assign_known, fast_refill, logged
 from .epochs import Gate
 from .epochs.consumer_gate import UNKNOWN_PARTITION_GRACE, ConsumerGate, see_new_partitions, spans
 from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
-from .errors import ConfigError
+from .errors import ConfigError, OffsetStoreError
 from .group_protocol import group_protocol
 
 __all__ = ["UNKNOWN_PARTITION_GRACE", "GatedConsumer"]
@@ -35,8 +35,14 @@ _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a
 class GatedConsumer:
     """Consume ``topics`` with the ordering gate. Offsets of records handed out are stored when
     the next ``poll``/``consume`` is called (the record counts as processed then) and committed by
-    librdkafka's auto-commit, or by ``commit()``. ``assignment`` assigns partitions by hand instead
-    of subscribing (the group's committed offsets still open gates)."""
+    librdkafka's auto-commit, or by ``commit()``; with ``enable.auto.offset.store=false`` only the
+    application's ``store_offsets``/``commit(message=..., offsets=...)`` count records processed.
+    ``assignment`` assigns partitions by hand instead of subscribing (the group's committed
+    offsets still open gates).
+
+    It stands in for a ``confluent_kafka.Consumer``: ``assignment``, ``position``, ``committed``,
+    ``store_offsets``, ``seek``, ``pause``/``resume``, ``consumer_group_metadata`` and ``commit``
+    take the same arguments, each with the gate's meaning where it has one (see each)."""
 
     def __init__(
         self,
@@ -57,6 +63,9 @@ class GatedConsumer:
         if not self.topics:
             raise ConfigError("GatedConsumer needs at least one topic")
         group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
+        # the application stores offsets itself (store_offsets) if it says so; else handing a
+        # record out and being called again counts it processed
+        self._auto_store = str(config.get("enable.auto.offset.store", True)).lower() not in ("false", "0")
         self._consumer = Consumer(fast_refill(logged({**config, "enable.auto.offset.store": False})))
         # With auto-commit, a gate of another member waits for this one's commit: passing a
         # threshold commits at once instead of up to auto.commit.interval.ms (5 s) later. With
@@ -66,6 +75,8 @@ class GatedConsumer:
         self._processed: dict[TP, int] = {}  # next offset to process, per partition we processed
         self._revoked_now: set[TP] = set()  # revoked during this consume()'s fetch
         self._pending_store: dict[TP, int] = {}  # handed out by the last consume, stored by the next
+        self._handed: dict[TP, int] = {}  # per partition, the offset after the last record handed out
+        self._user_paused: set[TP] = set()  # paused by the application: a gate does not resume them
         self._next_skip_check = 0.0
         self._user_assign, self._user_revoke = on_assign, on_revoke
         # Every pause, resume, assignment change, offset stored and batch fetched, at DEBUG: what
@@ -80,7 +91,7 @@ class GatedConsumer:
                 epoch_log=epoch_log,
                 progress=self._processed,
                 pause=lambda tp: self._consumer.pause([TopicPartition(*tp)]),
-                resume=lambda tp: self._consumer.resume([TopicPartition(*tp)]),
+                resume=self._gate_resumes,
                 subscribed=assignment is None,
                 named=set(self.topics) | {tp.topic for tp in assigned},
                 min_backoff=min_backoff,
@@ -142,20 +153,111 @@ class GatedConsumer:
             if self._trace and fetched:
                 _log.debug("fetched %s", spans(fetched))
             admitted += gate.admit(fetched, handed)
-        self._pending_store = handed
+        for tp, offset in handed.items():
+            self._handed[tp] = max(self._handed.get(tp, 0), offset + 1)
+        if self._auto_store:
+            self._pending_store = handed
         return admitted
 
-    def commit(self, asynchronous: bool = False) -> None:
-        """Commit everything handed out so far, including the last batch."""
+    def commit(
+        self,
+        message: Message | None = None,
+        offsets: list[TopicPartition] | None = None,
+        asynchronous: bool = False,
+    ) -> list[TopicPartition] | None:
+        """Commit everything processed so far (``message``: up to that record; ``offsets``: those,
+        each the next offset to read). An offset past what the gate handed out raises
+        OffsetStoreError, nothing committed. Synchronous by default, unlike confluent-kafka's."""
+        if message is not None or offsets is not None:
+            explicit = self._checked(message, offsets)
+            self._mark_processed(explicit)
+            return self._commit(explicit, asynchronous)
         self._store_processed()
         try:
-            if asynchronous:
-                self._consumer.commit(asynchronous=True)
-            else:
-                self._consumer.commit(asynchronous=False)
-        except Exception as error:  # nothing stored yet is not a failure
+            return self._commit(None, asynchronous)
+        except KafkaException as error:  # nothing stored yet is not a failure
             if "NO_OFFSET" not in str(error):
                 raise
+        return None
+
+    def _commit(
+        self, offsets: list[TopicPartition] | None, asynchronous: bool
+    ) -> list[TopicPartition] | None:
+        """confluent-kafka's commit, whose stubs want each argument's literal kind."""
+        if asynchronous:
+            if offsets is None:
+                self._consumer.commit(asynchronous=True)
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            return None
+        if offsets is None:
+            return self._consumer.commit(asynchronous=False)
+        return self._consumer.commit(offsets=offsets, asynchronous=False)
+
+    def store_offsets(
+        self, message: Message | None = None, offsets: list[TopicPartition] | None = None
+    ) -> None:
+        """Count records processed up to ``message`` (or to each of ``offsets``, the next offset
+        to read), for the gates and for the next commit. An offset past what the gate handed out
+        of its partition (a record held behind a gate, or not fetched yet) raises
+        OffsetStoreError; nothing is stored."""
+        stored = self._checked(message, offsets)
+        self._mark_processed(stored)
+        self._consumer.store_offsets(offsets=stored)
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The offset of the next record each partition will hand out: a record held behind a
+        gate or fetched and waiting comes before librdkafka's fetch position."""
+        waiting = self._waiting()
+        now = self._consumer.position(partitions)
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, min(tp.offset, waiting.get((tp.topic, tp.partition), tp.offset))
+            )
+            if tp.offset >= 0
+            else tp
+            for tp in now
+        ]
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Read ``partition`` from its offset next: what was fetched and not handed out is
+        dropped (and a gate held there let go); the records read again meet the gate again. A seek
+        forward counts the records it skips as processed for the gates: they will never be
+        handed out."""
+        tp = (partition.topic, partition.partition)
+        held = self._gate.drop([tp])
+        self._ready = deque(m for m in self._ready if m.error() is not None or _position(m)[0] != tp)
+        self._consumer.seek(partition)
+        if held and tp not in self._user_paused:
+            self._consumer.resume([partition])
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        """Stop fetching ``partitions`` until ``resume``; a gate that opens meanwhile does not
+        resume them."""
+        self._user_paused |= {(tp.topic, tp.partition) for tp in partitions}
+        self._consumer.pause(partitions)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        """Fetch ``partitions`` again, except those a closed gate holds (they resume when it opens)."""
+        self._user_paused -= {(tp.topic, tp.partition) for tp in partitions}
+        free = [tp for tp in partitions if not self._gate.is_held((tp.topic, tp.partition))]
+        if free:
+            self._consumer.resume(free)
+
+    def assignment(self) -> list[TopicPartition]:
+        return self._consumer.assignment()
+
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float | None = None
+    ) -> list[TopicPartition]:
+        """The group's committed offsets (what other members' gates wait for)."""
+        if timeout is None:
+            return self._consumer.committed(partitions)
+        return self._consumer.committed(partitions, timeout=timeout)
+
+    def consumer_group_metadata(self) -> Any:
+        """For ``send_offsets_to_transaction`` (a consume-transform-produce loop)."""
+        return self._consumer.consumer_group_metadata()
 
     def closed_gates(self) -> dict[TP, Gate]:
         """Partitions held back now, with what each is waiting for."""
@@ -177,6 +279,54 @@ class GatedConsumer:
         self.close()
 
     # -- what was processed --------------------------------------------------------------------
+
+    def _gate_resumes(self, tp: TP) -> None:
+        if tp not in self._user_paused:
+            self._consumer.resume([TopicPartition(*tp)])
+
+    def _waiting(self) -> dict[TP, int]:
+        """Per partition, the first record fetched but not handed out (held, or admitted and
+        waiting)."""
+        waiting = self._gate.held_offsets()
+        for message in self._ready:
+            if message.error() is None:
+                where, offset = _position(message)
+                waiting[where] = min(offset, waiting.get(where, offset))
+        return waiting
+
+    def _checked(self, message: Message | None, offsets: list[TopicPartition] | None) -> list[TopicPartition]:
+        """The offsets to store (a message's: its offset + 1), each checked against what the gate
+        handed out of its partition; OffsetStoreError naming the first that goes past it."""
+        if (message is None) == (offsets is None):
+            raise OffsetStoreError("give either message= or offsets=, not both or neither")
+        if message is not None:
+            where, offset = _position(message)
+            offsets = [TopicPartition(where[0], where[1], offset + 1)]
+        assert offsets is not None
+        waiting = self._waiting()
+        for tp in offsets:
+            key = (tp.topic, tp.partition)
+            limit = min(self._handed.get(key, 0), waiting.get(key, self._handed.get(key, 0)))
+            if tp.offset > max(limit, self._processed.get(key, 0)):
+                held = f", the record at {waiting[key]} is held behind a gate" if key in waiting else ""
+                raise OffsetStoreError(
+                    f"{tp.topic}[{tp.partition}] offset {tp.offset} is past what was handed out "
+                    f"({limit}{held}): storing it would count records never handed out as processed; "
+                    "nothing was stored"
+                )
+        return offsets
+
+    def _mark_processed(self, offsets: list[TopicPartition]) -> None:
+        processed = self._processed
+        advanced = []
+        for tp in offsets:
+            key = (tp.topic, tp.partition)
+            before = processed.get(key, -1)
+            if tp.offset > before:
+                processed[key] = tp.offset
+                advanced.append((key, before, tp.offset))
+        if advanced:
+            self._progressed(advanced)
 
     def _store_processed(self) -> None:
         if self._pending_store:
@@ -207,10 +357,13 @@ class GatedConsumer:
         # Everything below a partition's first record not yet handed out (held behind a gate,
         # or admitted and waiting in _ready) was processed or skipped; without one, everything
         # below the consumer's position was.
-        waiting = self._gate.held_offsets()
-        for message in self._ready:
-            where, offset = _position(message)
-            waiting[where] = min(offset, waiting.get(where, offset))
+        waiting = self._waiting()
+        if not self._auto_store:
+            # only what the application stored counts: markers are skipped only past a partition
+            # whose every handed-out record it stored
+            for key, handed in self._handed.items():
+                if self._processed.get(key, 0) < handed:
+                    waiting[key] = min(waiting.get(key, handed), self._processed.get(key, 0))
         try:
             positions = self._consumer.position(self._consumer.assignment())
         except KafkaException:

@@ -6,11 +6,11 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ordo.epochs import EpochHistory, stamp
-from ordo.epochs.log import EpochLogWriter
+from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for
 
-__all__ = ["grown_past_transaction_markers"]
+__all__ = ["grown_past_transaction_markers", "grown_with_a_gated_partition"]
 
 
 def grown_past_transaction_markers(kafka: KafkaHandle, epochs: str) -> str:
@@ -49,3 +49,27 @@ def grown_past_transaction_markers(kafka: KafkaHandle, epochs: str) -> str:
         producer.produce(topic, f"new-{partition}".encode(), partition=partition, headers=list(stamp(1)))
     producer.commit_transaction(30)
     return topic
+
+
+def grown_with_a_gated_partition(kafka: KafkaHandle, old_records: int) -> tuple[str, str]:
+    """A topic grown 2 -> 4 with an epoch log of its own: partition 0 holds ``old_records`` records
+    of epoch 0 ("old-<i>"), partition 2 (new, gated on 0 up to ``old_records``) 10 of epoch 1
+    ("new-<i>"). Returns (topic, epoch log topic)."""
+    epochs = kafka.topic("epochs")
+    ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
+    topic = kafka.create_topic(2)
+    writer = EpochLogWriter(kafka.config(), epochs)
+    producer = Producer(kafka.config(linger_ms=5))
+    for i in range(old_records):
+        producer.produce(topic, f"old-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    history = EpochHistory.initial(topic, 2).begin_fence(4)
+    writer.write(history)
+    kafka.grow(topic, 4)
+    writer.write(history.publish({0: old_records, 1: 0}))
+    producer = Producer(kafka.config(linger_ms=5))  # a new client sees the 4 partitions at once
+    for i in range(10):
+        producer.produce(topic, f"new-{i}".encode(), partition=2)
+    assert producer.flush(30) == 0
+    writer.close()
+    return topic, epochs

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -14,7 +13,7 @@ from ordo.epochs import EpochHistory, Gate, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 from ordo.group_protocol import with_classic_defaults
-from ordo_testbed.gate_topics import grown_past_transaction_markers
+from ordo_testbed.gate_topics import grown_past_transaction_markers, grown_with_a_gated_partition
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for
 
@@ -23,27 +22,10 @@ OLD_RECORDS = 3000
 
 
 @pytest.fixture
-def expanded(kafka: KafkaHandle) -> Iterator[tuple[str, str]]:
+def expanded(kafka: KafkaHandle) -> tuple[str, str]:
     """A topic grown 2 -> 4: partition 0 holds OLD_RECORDS records of epoch 0, partition 2 (new,
-    gated on 0) holds 10 records of epoch 1. Yields (topic, epoch log topic)."""
-    epochs = kafka.topic("epochs")
-    ensure_log_topics(kafka.admin, epochs, kafka.topic("producers"))
-    topic = kafka.create_topic(2)
-    writer = EpochLogWriter(kafka.config(), epochs)
-    producer = Producer(kafka.config(linger_ms=5))
-    for i in range(OLD_RECORDS):
-        producer.produce(topic, f"old-{i}".encode(), partition=0)
-    assert producer.flush(30) == 0
-    history = EpochHistory.initial(topic, 2).begin_fence(4)
-    writer.write(history)
-    kafka.grow(topic, 4)
-    writer.write(history.publish({0: OLD_RECORDS, 1: 0}))
-    producer = Producer(kafka.config(linger_ms=5))  # a new client sees the 4 partitions at once
-    for i in range(10):
-        producer.produce(topic, f"new-{i}".encode(), partition=2)
-    assert producer.flush(30) == 0
-    writer.close()
-    yield topic, epochs
+    gated on 0) holds 10 records of epoch 1. (topic, epoch log topic)."""
+    return grown_with_a_gated_partition(kafka, OLD_RECORDS)
 
 
 def _drain(consumer: GatedConsumer | Consumer, total: int, timeout: float = 60) -> list[Message]:
