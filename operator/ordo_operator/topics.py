@@ -47,18 +47,25 @@ class TopicWatch:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if self.settings.kafka_bootstrap:  # the default cluster, watched from the start
-                try:
-                    clients_for(kafka_config(None, "", self.settings), self.settings)
-                except Exception as error:  # unreachable now: the next turn tries again
-                    _log.warning("topic watch: the default Kafka: %s", error)
-            for side in known_sides():
-                try:
-                    self.check(side)
-                except Exception as error:  # Kafka unreachable now: the next turn tries again
-                    metrics.record_error(metrics.error_kind(error))
-                    _log.warning("topic watch: %s", error)
+        # at once, then every interval: the default cluster's clients create ordo's control
+        # topics, which producers need before any expansion ever ran
+        while True:
+            self._turn()
+            if self._stop.wait(self.interval):
+                return
+
+    def _turn(self) -> None:
+        if self.settings.kafka_bootstrap:  # the default cluster, watched from the start
+            try:
+                clients_for(kafka_config(None, "", self.settings), self.settings)
+            except Exception as error:  # unreachable now: the next turn tries again
+                _log.warning("topic watch: the default Kafka: %s", error)
+        for side in known_sides():
+            try:
+                self.check(side)
+            except Exception as error:  # Kafka unreachable now: the next turn tries again
+                metrics.record_error(metrics.error_kind(error))
+                _log.warning("topic watch: %s", error)
 
     def check(self, side: KafkaSide) -> None:
         if not side.registry.catch_up(side.timeout):

@@ -190,7 +190,11 @@ class OrderedProducer:
         self._unsubscribe = self._log.subscribe(self._on_history)
         if not self._log.catch_up(max(session_timeout, 10.0)):
             self.close()
-            raise ConfigError(f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}")
+            raise ConfigError(
+                f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}: the ordo "
+                "operator creates it when it starts with this Kafka as its default (ORDO_KAFKA_BOOTSTRAP, "
+                "the chart's kafka.bootstrapServers); check that it runs, and that epoch_topic matches it"
+            )
         fast = self._fast_path(self.produce)
         if fast is not None:  # the method serves every other call
             self.__dict__["produce"] = fast

@@ -1,17 +1,20 @@
 """The operator's Kafka side against the real broker: what it promises before an epoch is published."""
 
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ordo import OrderedProducer
 from ordo.epochs.registry import ProducerReport
 from ordo_operator.config import OperatorConfig
 from ordo_operator.kafka import KafkaSide
 from ordo_testbed.kafka.faults import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import wait_for
+from ordo_testbed.operator import OperatorProcess
 
 pytestmark = pytest.mark.testbed
 
@@ -90,3 +93,22 @@ def test_a_producer_with_a_skewed_clock_is_judged_by_when_its_reports_arrive(
         wait_for(lambda: "skewed" not in side.live_producers("orders"), 15, "the silent producer to be gone")
     finally:
         side.close()
+
+
+def test_the_operator_creates_ordos_control_topics_when_it_starts(
+    kafka: KafkaHandle, operator_process: Callable[..., OperatorProcess]
+) -> None:
+    """Before, they appeared with the first expansion, and an OrderedProducer started before any
+    expansion failed with ConfigError (cannot read the epoch log): the order of deployment mattered."""
+    epochs, registry = kafka.topic("fresh-epochs"), kafka.topic("fresh-producers")
+    assert not {epochs, registry} & set(kafka.admin.list_topics(timeout=10).topics)
+    operator_process(ORDO_EPOCH_TOPIC=epochs, ORDO_REGISTRY_TOPIC=registry).start()
+    wait_for(
+        lambda: {epochs, registry} <= set(kafka.admin.list_topics(timeout=10).topics),
+        60,
+        "the control topics, created by the operator at its start",
+    )
+    topic = kafka.create_topic(2)
+    with OrderedProducer(kafka.config(), epoch_topic=epochs, registry_topic=registry) as producer:
+        producer.produce(topic, b"v", key=b"k")
+        assert producer.flush(10) == 0
