@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -14,7 +15,7 @@ from types import TracebackType
 from ordo_testbed.kafka import KafkaTestbed
 from ordo_testbed.kube import KubeApiServer
 
-__all__ = ["Testbed", "testbed_process"]
+__all__ = ["Testbed", "parse_shell_lines", "testbed_process"]
 
 
 class Testbed:
@@ -69,16 +70,17 @@ class Testbed:
             self.kafka.stop()
 
     def shell_lines(self) -> list[str]:
-        """Shell-sourceable lines telling clients where the testbed is."""
-        lines = [
-            f"KAFKA_BOOTSTRAP={self.bootstrap}",
+        """Shell lines telling clients where the testbed is: ``export NAME=value``, so that
+        ``eval "$(ordo testbed up --background ...)"`` sets them (``parse_shell_lines`` reads them)."""
+        found = {
+            "KAFKA_BOOTSTRAP": self.bootstrap,
             # the broker itself, no fault proxy in the path: for measuring ordo, not the proxy
-            f"KAFKA_DIRECT_BOOTSTRAP={self.kafka.direct_bootstrap}",
-            f"KUBECONFIG={self.kubeconfig_path}",
-        ]
+            "KAFKA_DIRECT_BOOTSTRAP": self.kafka.direct_bootstrap,
+            "KUBECONFIG": str(self.kubeconfig_path),
+        }
         if self.kafka.control_url:
-            lines.append(f"ORDO_KAFKA_FAULTS_URL={self.kafka.control_url}")
-        return lines
+            found["ORDO_KAFKA_FAULTS_URL"] = self.kafka.control_url
+        return [f"export {name}={shlex.quote(value)}" for name, value in found.items()]
 
     def __enter__(self) -> Testbed:
         return self.start()
@@ -87,6 +89,17 @@ class Testbed:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def parse_shell_lines(lines: Iterable[str]) -> dict[str, str]:
+    """NAME -> value of the ``export NAME=value`` lines ``ordo testbed up`` prints (others are skipped)."""
+    found: dict[str, str] = {}
+    for line in lines:
+        words = shlex.split(line.strip(), comments=True)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            found[name] = value
+    return found
 
 
 @contextmanager
@@ -111,8 +124,7 @@ def testbed_process(state_dir: Path, timeout: float = 120.0) -> Iterator[tuple[s
                 process.wait(10)
                 tail = (state_dir / "testbed.log").read_text(errors="replace").strip().splitlines()[-1:]
                 raise RuntimeError(f"the testbed did not start: {tail[0] if tail else 'no output'}")
-            name, _, value = line.strip().partition("=")
-            found[name] = value
+            found.update(parse_shell_lines([line]))
         yield found["KAFKA_BOOTSTRAP"], Path(found["KUBECONFIG"])
     finally:
         if process.poll() is None:

@@ -1,14 +1,17 @@
 """The harness's ``ordo`` commands (the ``ordo.cli`` entry point): ``ordo testbed up`` (the
-Kafka testbed and a Kubernetes API server, in the foreground), ``ordo bench all|<name>`` (the
+Kafka testbed and a Kubernetes API server, in the foreground or ``--background``) and ``down``,
+``ordo bench all|<name>`` (the
 repository's benchmarks, from a checkout) and a local Kafka for ``ordo bench eos --testbed``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,10 +96,78 @@ def _register_testbed(commands: Any) -> None:
         "--state-dir", type=Path, default=None,
         help="keep state (and the kubeconfig) here (default: a temporary directory, removed at exit)",
     )  # fmt: skip
+    up.add_argument(
+        "--background", action="store_true",
+        help="start it in a process of its own, print the export lines once it is ready and return "
+        "(needs --state-dir; `ordo testbed down --state-dir DIR` stops it)",
+    )  # fmt: skip
     up.set_defaults(run=run)
+    down = actions.add_parser(
+        "down",
+        help="stop a testbed started with --background",
+        description="Stops the testbed `ordo testbed up --background --state-dir DIR` started.",
+    )
+    down.add_argument("--state-dir", type=Path, required=True)
+    down.set_defaults(run=run_down)
+
+
+PID_FILE = "testbed.pid"
+
+
+def run_background(args: argparse.Namespace) -> int:
+    """``up --background``: the testbed in a session of its own, its lines printed once ready."""
+    from ordo_testbed.bed import parse_shell_lines
+
+    if args.state_dir is None:
+        raise CliError("--background needs --state-dir (where `ordo testbed down` finds it)")
+    state = args.state_dir.resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    if (state / PID_FILE).exists():
+        raise CliError(f"a testbed already runs from {state}: `ordo testbed down --state-dir {state}` first")
+    out = state / "testbed.out"
+    argv = [sys.executable, "-m", "ordo.cli", "testbed", "up", "--kafka-port", str(args.kafka_port),
+            "--kube-port", str(args.kube_port), "--state-dir", str(state)]  # fmt: skip
+    with out.open("w") as stdout, (state / "testbed.log").open("a") as stderr:
+        process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, start_new_session=True)
+    (state / PID_FILE).write_text(str(process.pid))
+    deadline = time.monotonic() + 300  # a first run on a machine builds nothing, but Kafka may be slow
+    while time.monotonic() < deadline:
+        lines = out.read_text().splitlines()
+        if {"KAFKA_BOOTSTRAP", "KUBECONFIG"} <= parse_shell_lines(lines).keys():
+            for line in lines:
+                print(line)
+            print(f"# stop it with: ordo testbed down --state-dir {state}", file=sys.stderr)
+            return 0
+        if process.poll() is not None:
+            (state / PID_FILE).unlink(missing_ok=True)
+            tail = (state / "testbed.log").read_text(errors="replace").strip().splitlines()[-3:]
+            raise CliError("the testbed did not start: " + " / ".join(tail))
+        time.sleep(0.2)  # polling its output file for the ready lines
+    process.terminate()
+    raise CliError(f"the testbed was not ready within 300 s (its log: {state / 'testbed.log'})")
+
+
+def run_down(args: argparse.Namespace) -> int:
+    pid_file = args.state_dir.resolve() / PID_FILE
+    if not pid_file.exists():
+        raise CliError(f"no testbed runs from {args.state_dir} (no {PID_FILE} there)")
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)  # raises once it is gone
+            time.sleep(0.2)  # polling until its processes are stopped
+        raise CliError(f"the testbed (pid {pid}) did not stop within 90 s")
+    except ProcessLookupError:
+        pass
+    pid_file.unlink(missing_ok=True)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.background:
+        return run_background(args)
     from ordo_testbed.bed import Testbed
     from ordo_testbed.kafka import KafkaSetupError
     from ordo_testbed.kube import KubeSetupError

@@ -67,7 +67,7 @@ TEMPLATES = {
 ORDO_RUNS = {"status", "verify"}
 ORDO_PARSE_ONLY = {
     "sandbox": "runs for minutes; tests/testbed/test_sandbox.py runs it",
-    "testbed": "starts Kafka and an API server in the foreground until interrupted; "
+    "testbed": "starts Kafka and an API server (in the foreground, or in the background until `down`); "
     "tests/testbed/test_testbed_up.py runs it",
     "bench": "runs for minutes on its own broker (make bench)",
     "crds": "writes files; tests/unit checks that crds/ is what it writes",
@@ -83,10 +83,14 @@ def _id(command: DocCommand) -> str:
 
 
 def concrete(command: DocCommand) -> list[list[str]]:
-    """The argv lists ``command`` stands for: itself, or a template's commands."""
+    """The argv lists ``command`` stands for: itself, a template's commands, or what an
+    ``eval "$(...)"`` runs."""
     if command.text in TEMPLATES:
         return [shell_words(text) for text in TEMPLATES[command.text]]
-    return [command.argv]
+    argv = command.argv
+    if len(argv) == 2 and argv[0] == "eval" and argv[1].startswith("$(") and argv[1].endswith(")"):
+        return [shell_words(argv[1][2:-1])]
+    return [argv]
 
 
 # --- the checks, one per program -------------------------------------------------------------------
@@ -224,6 +228,9 @@ def check_ordo(argv: list[str], inline: bool) -> None:
         # prose naming a command (``ordo verify``), not a command line: the command must exist
         code, printed = _parse_ordo([*argv[1:], "--help"])
     assert code == 0, f"ordo's parser refuses {' '.join(argv)}:\n{printed}"
+    if argv[1:] == ["--version"]:  # prints and exits: its output is tests/unit/test_extras.py's
+        assert printed.startswith("ordo "), printed
+        return
     subcommand = argv[1]
     assert subcommand in ORDO_RUNS or subcommand in ORDO_PARSE_ONLY, (
         f"ordo {subcommand}: add it to ORDO_RUNS (run on the testbed) or ORDO_PARSE_ONLY (and say why)"

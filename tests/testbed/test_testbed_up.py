@@ -16,6 +16,7 @@ import kubernetes
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ordo_testbed.bed import parse_shell_lines
 from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -53,7 +54,9 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
     )
     try:
         assert process.stdout is not None
-        lines = dict(process.stdout.readline().strip().split("=", 1) for _ in range(4))
+        printed = [process.stdout.readline() for _ in range(4)]
+        assert all(line.startswith("export ") for line in printed), printed
+        lines = parse_shell_lines(printed)
         print(f"\ntestbed up and serving in {time.monotonic() - started:.2f}s")
         bootstrap, kubeconfig = lines["KAFKA_BOOTSTRAP"], lines["KUBECONFIG"]
         assert lines["ORDO_KAFKA_FAULTS_URL"].startswith("http://127.0.0.1:")
@@ -86,3 +89,32 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
         assert process.wait(timeout=90) == 0  # Kafka's JVM and the API server stop in turn
     assert not _port_open(bootstrap), "the proxy stopped with the command"
     assert (tmp_path / "kubeconfig").exists()
+
+
+@pytest.mark.timeout(600)
+def test_testbed_up_in_the_background_is_evaluated_by_a_shell_and_stopped_by_down(tmp_path: Path) -> None:
+    """What the README shows: ``eval "$(ordo testbed up --background ...)"`` sets the variables in
+    the shell that ran it, which reaches Kafka through them; ``ordo testbed down`` stops it."""
+    state = tmp_path / "bed"
+    script = (
+        f'eval "$({sys.executable} -m ordo.cli testbed up --background --kafka-port 0 --kube-port 0 '
+        f'--state-dir {state})" && echo "$KAFKA_BOOTSTRAP $KUBECONFIG"'
+    )
+    shown = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=400, check=True)
+    bootstrap, kubeconfig = shown.stdout.split()
+    try:
+        assert Path(kubeconfig).exists()
+        assert AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers
+        again = subprocess.run(
+            [sys.executable, "-m", "ordo.cli", "testbed", "up", "--background", "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert again.returncode != 0 and "already runs" in again.stderr
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "ordo.cli", "testbed", "down", "--state-dir", str(state)],
+            timeout=120,
+            check=True,
+        )
+    assert not _port_open(bootstrap), "down stopped Kafka"
+    assert not (state / "testbed.pid").exists()
