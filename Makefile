@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The SDK (this directory) with its tool extras, and the other distributions of the repository
-PACKAGES := -e '.[metrics,dev]' -e operator -e spark_apps -e testbed
+# The SDK (this directory) with every extra (group, cli, metrics) and the tools (dev), and the
+# other distributions of the repository
+PACKAGES := -e '.[group,cli,metrics,dev]' -e operator -e spark_apps -e testbed
 
 .PHONY: help venv test test-fast lint crds sandbox bench e2e chaos failover soak clean
 

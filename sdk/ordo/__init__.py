@@ -8,14 +8,28 @@ Names load on first use, so ``import ordo.api`` (the pure models, as the operato
 not load the Kafka clients. The pure planning code lives in ``ordo.assignment``,
 ``ordo.epochs`` and ``ordo.partitioners``; the API models in ``ordo.api``; the independent
 verifier in ``ordo.verify``.
+
+``pip install ordo-kafka`` is what a consumer-only pod needs (confluent-kafka and pydantic);
+``GroupProducer`` needs the extra ``group`` (the Kubernetes client) and says so when it is missing,
+the ``ordo`` command's ``status``, ``crds`` and ``bench`` the extra ``cli``.
+
+The C accelerators (``ordo._fastproduce``: OrderedProducer.produce()'s common case and the
+partitioner's hash; ``ordo._fastscan``: GatedConsumer's look at a fetched batch) are built with the
+wheel where a C compiler is; without them their pure-Python twins serve, correct and slower.
+Importing ordo logs which were found (logger ``ordo``: DEBUG when both are there, INFO naming a
+missing one); ``accelerators()`` loads them and says which serve, and ``ordo --version`` prints it.
 """
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_ACCELERATORS = ("ordo._fastproduce", "ordo._fastscan")
 
 # public name -> the module that defines it
 _WHERE = {
@@ -29,6 +43,7 @@ _WHERE = {
     "RoundRobinPartitioner": "ordo.partitioners",
     "Murmur2Partitioner": "ordo.partitioners",
     "Transaction": "ordo.transactions",
+    "accelerators": "ordo._accelerators",
     **dict.fromkeys(
         (
             "OrdoError",
@@ -74,9 +89,11 @@ __all__ = [
     "UndeclaredGroupError",
     "UndeclaredPartitionError",
     "__version__",
+    "accelerators",
 ]
 
 if TYPE_CHECKING:  # what the names above are, for type checkers (loaded lazily below)
+    from ._accelerators import accelerators as accelerators
     from .async_consumer import AsyncConsumer as AsyncConsumer
     from .async_consumer import Batch as Batch
     from .errors import CheckpointError as CheckpointError
@@ -113,3 +130,22 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_WHERE])
+
+
+def _log_accelerators() -> None:
+    """One line at import: which C accelerators were built into this installation (found, not
+    loaded: ``_fastscan`` would load confluent-kafka, which ``import ordo.api`` does not need)."""
+    missing = [name for name in _ACCELERATORS if find_spec(name) is None]
+    log = logging.getLogger(__name__)
+    if missing:
+        log.info(
+            "ordo %s: C accelerator(s) %s not built: their pure-Python twins serve (correct, slower "
+            "produce() and batch scans); install ordo-kafka where a C compiler and Python's headers "
+            "are to have them (ordo --version says which serve)",
+            __version__, ", ".join(missing),
+        )  # fmt: skip
+    else:
+        log.debug("ordo %s: C accelerators %s found", __version__, ", ".join(_ACCELERATORS))
+
+
+_log_accelerators()

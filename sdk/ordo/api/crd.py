@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .._extras import missing_extra
 from .common import API_GROUP, VERSION, Resource
 
 __all__ = ["crd_manifest", "render_crd", "structural_schema", "write_crds"]
@@ -143,6 +142,10 @@ _HEADER = "# Generated from ordo.api by `ordo crds`: do not edit by hand.\n"
 
 
 def render_crd(model: type[Resource]) -> str:
+    try:
+        import yaml
+    except ModuleNotFoundError as error:
+        raise missing_extra(error, "cli", "rendering the CRDs") from error
     return _HEADER + yaml.safe_dump(crd_manifest(model), sort_keys=False, width=100)
 
 

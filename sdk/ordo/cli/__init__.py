@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any
 
-__all__ = ["CliError", "main"]
+from .._extras import MissingExtraError
+
+__all__ = ["CliError", "main", "version_text"]
 
 DISTRIBUTION = "ordo-kafka"
 
@@ -40,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ordo",
         description="Kafka producer groups (KIP-509) and ordered topic expansion (KIP-253) on Kubernetes.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()} ({DISTRIBUTION})")
+    parser.add_argument(
+        "--version", action=_Version, help="show the version and whether the C accelerators serve, and exit"
+    )
     parser.add_argument(
         "--verbose", "-v", action="store_true",
         help="also print debug messages and the Kafka client's own log lines (librdkafka)",
@@ -65,6 +69,30 @@ def _needs_harness(args: Any) -> int:
         "this command comes with ordo's test harness, which is not installed: from a checkout of "
         f"ordo, `make {args.command}` or `pip install -e testbed`"
     )
+
+
+class _Version(argparse.Action):
+    """``--version``: the distribution's version and whether each C accelerator serves here (a
+    wheel built without a C compiler runs the pure-Python paths: correct, slower)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_text())  # on stdout, as argparse's own version action prints
+        parser.exit()
+
+
+def version_text() -> str:
+    """What ``ordo --version`` prints: ``ordo 0.1.0 (ordo-kafka)`` and a line on the accelerators."""
+    from .._accelerators import accelerators
+
+    serving = accelerators()
+    state = ", ".join(f"{name} {'loaded' if ok else 'not loaded'}" for name, ok in serving.items())
+    line = f"ordo {_version()} ({DISTRIBUTION})\nC accelerators: {state}"
+    if not all(serving.values()):
+        line += " (their pure-Python twins serve: correct, slower)"
+    return line
 
 
 def _version() -> str:
@@ -101,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ours.setLevel(logging.DEBUG if args.verbose else logging.NOTSET)
     try:
         result: int = args.run(args)
-    except (CliError, ValueError, OSError) as error:
+    except (CliError, MissingExtraError, ValueError, OSError) as error:
         print(f"ordo {args.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._extras import require_extra
 from . import CliError
 from .eos_config import EosConfigError, EosConfigs, eos_configs, parse_pairs, parse_properties
 
@@ -177,6 +178,7 @@ def tally(run_id: str, records: int, values: Iterable[bytes]) -> tuple[int, int]
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    require_extra("rich", "cli", "the benchmark's report")  # before minutes of measuring, not after
     run_id = uuid.uuid4().hex[:8]
     if args.testbed:
         if local_kafka is None:

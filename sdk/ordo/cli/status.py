@@ -14,13 +14,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
-
+from .._extras import missing_extra
 from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
 
 __all__ = ["Gate", "gates", "register", "render", "run"]
 
@@ -80,6 +82,11 @@ def gates(topic: str, history: Mapping[str, Any], committed: Mapping[int, int] |
 
 
 def run(args: argparse.Namespace) -> int:
+    try:  # the tables; the cluster's client is asked for when the cluster is read
+        from rich.console import Console
+    except ModuleNotFoundError as error:
+        if not args.json:
+            raise missing_extra(error, "cli", "printing tables (without --json)") from error
     kubeconfig = args.kubeconfig or _default_kubeconfig()
     if kubeconfig is None and not args.bootstrap:
         raise CliError("nothing to read: give --kubeconfig (or set KUBECONFIG) and/or --bootstrap")
@@ -112,7 +119,10 @@ def _default_kubeconfig() -> Path | None:
 
 
 def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], list[Any]]:
-    import kubernetes
+    try:
+        import kubernetes
+    except ModuleNotFoundError as error:
+        raise missing_extra(error, "cli", "reading the cluster") from error
 
     from ..api import API_GROUP
     from ..api.common import VERSION
@@ -205,6 +215,8 @@ def render(
     only_topics: list[str] | None = None,
 ) -> RenderableType:
     """The tables of what was read; a line instead of an empty table, and one for a part not read."""
+    from rich.console import Group
+
     where = f"in namespace {namespace}" if namespace else "in any namespace"
     parts: list[RenderableType] = []
     if state.get("groups") is None:
@@ -230,6 +242,8 @@ def render(
 
 
 def _groups_table(groups: list[Mapping[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="ProducerGroups", title_justify="left")
     for column in ("group", "generation", "member", "source partitions", "acked", "checkpoints"):
         table.add_column(column)
@@ -252,6 +266,8 @@ def _groups_table(groups: list[Mapping[str, Any]]) -> Table:
 
 
 def _expansions_table(expansions: list[Mapping[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="OrderedTopicExpansions", title_justify="left")
     for column in ("expansion", "topic", "from → to", "phase", "epoch", "took", "message"):
         table.add_column(column)
@@ -268,6 +284,8 @@ def _expansions_table(expansions: list[Mapping[str, Any]]) -> Table:
 
 
 def _topics_table(histories: Mapping[str, Mapping[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="topics (epoch log)", title_justify="left")
     for column in ("topic", "epoch", "partitions", "state", "thresholds"):
         table.add_column(column)
@@ -291,6 +309,8 @@ def _epoch_state(epoch: Mapping[str, Any], later: list[Mapping[str, Any]]) -> st
 
 
 def _gates_table(found: list[Gate]) -> Table:
+    from rich.table import Table
+
     table = Table(title="gates: a partition's records of an epoch wait for", title_justify="left")
     for column in ("topic", "epoch", "partition", "waits for", "passed"):
         table.add_column(column)
