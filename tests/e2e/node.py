@@ -70,12 +70,13 @@ def ensure_docker() -> str:
     """A running Docker engine: the one there is, or dockerd started now (it starts its own
     containerd), keeping its images and build cache in the e2e cache (``docker/``). Started here
     it touches no iptables and makes no bridge: builds run with ``--network host`` and the node
-    runs no Docker containers."""
+    runs no Docker containers. Its runtime folder is not under RUN_DIR, which the node's teardown
+    unmounts (doing that to Docker's broke its next build: "can't get final child's PID")."""
     if succeeds("docker", "info"):
         return "running"
     log = (cache_dir() / "dockerd.log").open("ab")
     subprocess.Popen(
-        ["dockerd", f"--data-root={cache_dir() / 'docker'}", f"--exec-root={RUN_DIR / 'docker'}",
+        ["dockerd", f"--data-root={cache_dir() / 'docker'}", "--exec-root=/run/ordo-e2e-docker",
          "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
