@@ -42,6 +42,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "metrics": {"enabled": False},
         "serviceAccount": {"create": False, "name": "platform-ops"},
         "rbac": {"create": False},
+        "userRbac": {"create": False},
         "kafka": {"bootstrapServers": "kafka.kafka:9092"},
     },
 }

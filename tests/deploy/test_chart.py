@@ -127,7 +127,9 @@ def test_namespace_scope_serves_only_its_namespaces() -> None:
     objects = render("namespaced")
     args = of_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert {"--namespace=data", "--namespace=billing", "--no-scanning"} <= set(args)
-    assert not of_kind(objects, "ClusterRole") and not of_kind(objects, "ClusterRoleBinding")
+    assert not of_kind(objects, "ClusterRoleBinding")
+    # the only cluster-scoped objects: the user roles (userRbac.create=false leaves them out too)
+    assert {component(o) for o in of_kind(objects, "ClusterRole")} == {"user-roles"}
     assert {r["metadata"]["namespace"] for r in of_kind(objects, "Role")} == {"data", "billing"}
     for binding in of_kind(objects, "RoleBinding"):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ordo", "namespace": NAMESPACE}]
@@ -272,6 +274,27 @@ def test_member_rbac_is_optional_and_scoped_to_own_pod_and_lease() -> None:
         ]
     assert "memberRbac.create=true" in notes("default")
     assert "memberRbac" in (CHART / "README.md").read_text()
+
+
+def test_user_roles_aggregate_into_admin_edit_and_view() -> None:
+    """People's roles: ordo-edit and ordo-admin write ordo's resources, ordo-view reads them, none
+    writes status; each carries the label that folds it into Kubernetes' role of the same name
+    (tests/deploy/test_rbac_live.py checks the aggregation on a real kube-controller-manager)."""
+    roles = {o["metadata"]["name"]: o for o in render("default") if component(o) == "user-roles"}
+    assert set(roles) == {"ordo-admin", "ordo-edit", "ordo-view"}
+    resources = ["producergroups", "orderedtopicexpansions"]
+    writes = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+    for name, role in roles.items():
+        level = name.removeprefix("ordo-")
+        aggregated = {k for k, v in role["metadata"]["labels"].items() if k.startswith("rbac.authorization")}
+        assert aggregated == {f"rbac.authorization.k8s.io/aggregate-to-{level}"}
+        assert role["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{level}"] == "true"
+        verbs = ["get", "list", "watch"] if level == "view" else writes
+        assert role["rules"] == [
+            {"apiGroups": ["ordo.dev"], "resources": resources, "verbs": verbs},
+            {"apiGroups": ["ordo.dev"], "resources": [f"{r}/status" for r in resources], "verbs": ["get"]},
+        ]
+    assert not [o for o in render("bare") if component(o) == "user-roles"]
 
 
 def test_chart_metadata_pins_a_version() -> None:

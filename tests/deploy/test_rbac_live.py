@@ -1,10 +1,13 @@
 """The chart's RBAC under real authorization: its ServiceAccounts, ClusterRoles, Roles and bindings
 applied to the testbed's kube-apiserver (RBAC on), ``kubectl auth can-i --list`` for the operator
 and for members compared with docs/security.md, and the operator and a member run under those
-identities through an expansion and a ProducerGroup handoff, with nothing refused."""
+identities through an expansion and a ProducerGroup handoff, with nothing refused; the user roles
+aggregated into admin/edit/view by the testbed's kube-controller-manager, checked with
+``kubectl auth can-i --as`` and real requests as people bound to each."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,8 +27,9 @@ from ordo_testbed.kube.identity import apply_rbac, chart_rbac, token_kubeconfig
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.pods import PodSet
 from ordo_testbed.resources import Expansions, Groups, group_member_argv
+from ordo_testbed.waiting import wait_for
 
-from .chart import ROOT
+from .chart import ROOT, component
 
 pytestmark = pytest.mark.testbed
 MEMBER_SA = "ordo-member"
@@ -175,3 +179,116 @@ def test_the_operator_and_a_member_work_under_the_charts_identities(
         assert "Rebalanced" in kube.event_reasons()  # the operator's Events, posted as itself
     log = operator.log_text() + pods.last_words()
     assert "Forbidden" not in log and " 403" not in log, log[-3000:]
+
+
+# --- RBAC for people: the chart's user roles, aggregated into Kubernetes' admin, edit and view ---
+
+PEOPLE = {"alice": "edit", "bob": "view", "carol": "admin", "dave": None}  # dave: no binding at all
+ORDO = ("producergroups.ordo.dev", "orderedtopicexpansions.ordo.dev")
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+READS = ("get", "list", "watch")
+
+
+def may(kubeconfig: Path, who: str, verb: str, resource: str, namespace: str, subresource: str = "") -> bool:
+    """``kubectl auth can-i VERB RESOURCE --as WHO``: yes (exit 0) or no (exit 1)."""
+    found = shutil.which("kubectl")
+    if found is None:
+        pytest.skip("kubectl is not installed")
+    argv = [found, "auth", "can-i", verb, resource, f"--as={who}", "-n", namespace]
+    if subresource:
+        argv.append(f"--subresource={subresource}")
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=90, check=False,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode == 0 and done.stdout.strip() == "yes"
+
+
+def expected_for(role: str | None) -> dict[tuple[str, str], bool]:
+    """(verb, resource) -> allowed, for a person bound to ``role`` (docs/security.md's table)."""
+    out = {}
+    for resource in ORDO:
+        for verb in READS:
+            out[(verb, resource)] = role is not None
+        for verb in WRITES:
+            out[(verb, resource)] = role in ("edit", "admin")
+    return out
+
+
+def reviewed(api: Any, who: str, verb: str, resource: str, namespace: str) -> bool:
+    """A SubjectAccessReview: what ``kubectl auth can-i`` asks, without a process per question."""
+    plural, _, group = resource.partition(".")
+    spec = {"user": who, "resourceAttributes": {"verb": verb, "group": group, "resource": plural,
+                                                 "namespace": namespace}}  # fmt: skip
+    authorization: Any = kubernetes.client.AuthorizationV1Api(api)
+    return bool(authorization.create_subject_access_review({"spec": spec}).status.allowed)
+
+
+def can_matrix(api: Any, namespace: str) -> dict[str, dict[tuple[str, str], bool]]:
+    """Who may do what with ordo's resources in ``namespace``."""
+    return {
+        who: {(verb, resource): reviewed(api, who, verb, resource, namespace)
+              for resource in ORDO for verb in (*READS, *WRITES)}
+        for who in PEOPLE
+    }  # fmt: skip
+
+
+def test_people_with_admin_edit_or_view_get_ordos_resources_through_aggregation(kube: Kube) -> None:
+    """The clusterrole-aggregation controller of the testbed's kube-controller-manager folds the
+    chart's <release>-ordo-admin/-edit/-view into Kubernetes' admin/edit/view: before they exist a
+    namespace editor cannot create a ProducerGroup (issue 37); after, ``kubectl auth can-i`` and
+    real requests as each person say what docs/security.md says."""
+    ns, config = kube.namespace, kube.kubeconfig_path
+    rbac: Any = kubernetes.client.RbacAuthorizationV1Api(kube.api)
+    for who, role in PEOPLE.items():
+        if role is not None:
+            rbac.create_namespaced_role_binding(ns, {
+                "metadata": {"name": f"{who}-{role}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": who}],
+            })  # fmt: skip
+    wait_for(lambda: may(config, "bob", "list", "pods", ns), 30, "the bindings to take effect")
+    nothing = {key: False for key in expected_for(None)}
+    before = can_matrix(kube.api, ns)
+    assert before == dict.fromkeys(PEOPLE, nothing), (
+        "admin/edit/view granted ordo's resources without the chart"
+    )
+
+    release = f"r{uuid.uuid4().hex[:8]}"
+    roles = [o for o in chart_rbac({}, release, ns) if component(o) == "user-roles"]
+    assert sorted(r["metadata"]["name"] for r in roles) == [
+        f"{release}-ordo-{r}" for r in ("admin", "edit", "view")
+    ]
+    apply_rbac(kube.api, roles)
+    try:
+        wanted = {who: expected_for(role) for who, role in PEOPLE.items()}
+        wait_for(
+            lambda: can_matrix(kube.api, ns) == wanted,
+            60,
+            "the aggregated admin/edit/view to grant ordo's roles",
+        )
+        # kubectl auth can-i agrees; status is the operator's: nobody patches it by hand
+        assert may(config, "alice", "create", ORDO[0], ns) and not may(config, "bob", "create", ORDO[1], ns)
+        assert may(config, "bob", "get", ORDO[0], ns, subresource="status")
+        for who in PEOPLE:
+            assert not may(config, who, "patch", ORDO[0], ns, subresource="status")
+
+        group = {
+            "apiVersion": "ordo.dev/v1alpha1", "kind": "ProducerGroup",
+            "metadata": {"name": "orders-cdc", "namespace": ns},
+            "spec": {"sourcePartitions": 4, "selector": {"matchLabels": {"app": "orders-cdc"}}},
+        }  # fmt: skip
+        assert "created" in kubectl(config, "--as=alice", "create", "-f", "-", stdin=json.dumps(group))
+        assert "orders-cdc" in kubectl(config, "--as=bob", "get", "producergroups", "-n", ns, "-o", "name")
+        refused = subprocess.run(
+            [str(shutil.which("kubectl")), "--as=bob", "delete", "producergroup", "orders-cdc", "-n", ns],
+            capture_output=True, text=True, timeout=90, check=False,
+            env={**os.environ, "KUBECONFIG": str(config)},
+        )  # fmt: skip
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+        assert "deleted" in kubectl(config, "--as=carol", "delete", "producergroup", "orders-cdc", "-n", ns)
+    finally:
+        for made in roles:
+            rbac.delete_cluster_role(made["metadata"]["name"])
+    wait_for(lambda: not may(config, "alice", "create", ORDO[0], ns), 60, "edit to lose ordo's rules again")

@@ -1,6 +1,7 @@
 """A real Kubernetes control plane without nodes, envtest-like: etcd, kube-apiserver and a
-kube-controller-manager that runs only the namespace and garbage collectors, on free loopback
-ports. Pods are local processes (``ordo_testbed.pods`` sets their status, as a kubelet would).
+kube-controller-manager that runs only the namespace and garbage collectors and the ClusterRole
+aggregation (the chart's user roles reach admin/edit/view through it), on free loopback ports.
+Pods are local processes (``ordo_testbed.pods`` sets their status, as a kubelet would).
 
     with KubeApiServer() as kube:                 # ordo's CRDs from crds/ applied and Established
         api = kubernetes.config.new_client_from_config(str(kube.kubeconfig_path))
@@ -44,7 +45,8 @@ __all__ = ["KubeApiServer", "default_crd_dir", "kubeconfig", "read_crds"]
 
 JSON = dict[str, Any]
 SERVICE_CIDR = "10.0.0.0/24"
-CONTROLLERS = "namespace,garbagecollector"  # no kubelet, no scheduler: nothing else has work
+# no kubelet, no scheduler: nothing else has work
+CONTROLLERS = "namespace,garbagecollector,clusterrole-aggregation-controller"
 
 
 def default_crd_dir() -> Path | None:
