@@ -226,6 +226,7 @@ def register(settings: OperatorConfig) -> None:
     @metrics.count_errors
     def undo_on_delete(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
         _undo(settings, namespace, name, body)
+        metrics.forget_expansion(namespace, name)
 
 
 _driving: dict[str, int] = {}  # topic -> expansions of it being driven now
@@ -290,7 +291,7 @@ class _ExpansionDriver:
         )
         self.last_reason = self.status.get("reason")
         self.begun = time.time()
-        self.timer = metrics.ExpansionTimer()
+        self.timer = metrics.ExpansionTimer(namespace, name)
 
     @classmethod
     def start(
@@ -305,16 +306,19 @@ class _ExpansionDriver:
             message = f"{where}: {first['msg']}; nothing was changed"
             patch_status(PLURAL, namespace, name, {"phase": ExpansionPhase.FAILED.value, "message": message})
             kopf.event(body, type="Warning", reason="InvalidSpec", message=message)
+            metrics.record_expansion_phase(namespace, name, ExpansionPhase.FAILED.value, time.time())
             return None
         status = dict(body.get("status") or {})
-        if _state(status).phase in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
+        ended = _state(status).phase
+        if ended in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
+            metrics.record_expansion_phase(namespace, name, ended.value, _ended_at(status))
             return None
         try:
             side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
         except KafkaConnectionError as error:
             step = Step(ExpansionState(ExpansionPhase.FAILED), None, "InvalidKafkaConnection", str(error))
             _record(body, namespace, name, status, step, resource)
-            metrics.ExpansionTimer().finish(step.state.phase.value)
+            metrics.ExpansionTimer(namespace, name).finish(step.state.phase.value)
             return None
         return cls(settings, namespace, name, body, meta, resource, side)
 
@@ -505,6 +509,12 @@ def _retry(
 
 def _format_time(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _ended_at(status: dict[str, Any]) -> float:
+    """When an ended expansion ended (Unix time): its start and duration, else now."""
+    started, took = _parse_time(status.get("startedAt")), status.get("durationSeconds")
+    return started + float(took) if started is not None and took is not None else time.time()
 
 
 def _parse_time(value: str | None) -> float | None:

@@ -1,9 +1,16 @@
 """The operator's Prometheus metrics and the HTTP endpoint that serves them.
 
-Handlers call the small functions here (``record_rebalance``, ``ExpansionTimer``, ``record_error``)
-rather than touching prometheus objects, so metric names and labels live in one place. Labels are
-bounded: a group's namespace/name, an expansion phase, an outcome, an error kind — never a pod,
-a producer id or a partition.
+Handlers call the small functions here (``record_rebalance``, ``record_group_status``,
+``ExpansionTimer``, ``record_expansion_phase``, ``record_error``) rather than touching prometheus
+objects, so metric names and labels live in one place. Labels are bounded: a resource's namespace
+and name, an expansion phase, an outcome, an error kind — never a pod, a producer id or a
+partition.
+
+A resource's namespace is the label ``resource_namespace``, not ``namespace``: Prometheus gives
+every scraped series its target's ``namespace`` (the operator's own), and a metric's own
+``namespace`` would lose to it (renamed ``exported_namespace``) unless the scrape honoured labels.
+The chart's PrometheusRule and Grafana dashboard query these names; tests/deploy/test_monitoring.py
+checks that each name they use is exported here or by the SDK (``ordo.metrics``).
 """
 
 from __future__ import annotations
@@ -19,20 +26,29 @@ from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
     "EXPANSIONS",
+    "EXPANSION_PHASE",
     "EXPANSION_PHASE_SECONDS",
+    "EXPANSION_PHASE_SINCE",
     "FENCE_WAIT_SECONDS",
     "GROUP_GENERATION",
     "GROUP_MEMBERS",
+    "GROUP_UNASSIGNED",
     "OPERATOR_ERRORS",
+    "PHASES",
     "PRODUCERS_FENCED",
     "REBALANCES",
     "REBALANCE_SECONDS",
+    "RESOURCE_READY",
+    "TOPIC_PARTITIONS_OUTSIDE_EPOCHS",
     "ExpansionTimer",
     "count_errors",
     "error_kind",
+    "forget_expansion",
     "forget_group",
     "record_error",
+    "record_expansion_phase",
     "record_fence",
+    "record_group_status",
     "record_rebalance",
     "start_metrics_server",
 ]
@@ -45,18 +61,42 @@ _REBALANCE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # Expansion phases: Expanding/Publishing take milliseconds, Fencing up to fenceTimeoutSeconds.
 _PHASE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
-REBALANCES = Counter(
-    "ordo_rebalances", "ProducerGroup rebalances (assignment generation bumps)", ["namespace", "group"]
-)
+# Every phase an expansion can be in (ordo.api's ExpansionPhase), for the 1/0 state set
+PHASES = ("Pending", "Creating", "Fencing", "Expanding", "Publishing", "Completed", "Aborted", "Failed")
+_GROUP = ["resource_namespace", "group"]
+_EXPANSION = ["resource_namespace", "expansion"]
+
+REBALANCES = Counter("ordo_rebalances", "ProducerGroup rebalances (assignment generation bumps)", _GROUP)
 REBALANCE_SECONDS = Histogram(
     "ordo_rebalance_duration_seconds",
     "From the change that triggered a rebalance to every member holding its new assignment",
-    ["namespace", "group"],
+    _GROUP,
     buckets=_REBALANCE_BUCKETS,
 )
-GROUP_MEMBERS = Gauge("ordo_group_members", "Live members of a ProducerGroup", ["namespace", "group"])
-GROUP_GENERATION = Gauge(
-    "ordo_group_generation", "Current assignment generation of a ProducerGroup", ["namespace", "group"]
+GROUP_MEMBERS = Gauge("ordo_group_members", "Live members of a ProducerGroup", _GROUP)
+GROUP_GENERATION = Gauge("ordo_group_generation", "Current assignment generation of a ProducerGroup", _GROUP)
+GROUP_UNASSIGNED = Gauge(
+    "ordo_group_unassigned_partitions",
+    "Source partitions of a ProducerGroup that no member owns now (all of them without live members; "
+    "a few for a moment while a rebalance moves them)",
+    _GROUP,
+)
+RESOURCE_READY = Gauge(
+    "ordo_resource_ready",
+    "1 when a resource's Ready condition is True (a group settled without a problem, an expansion "
+    "Completed), else 0",
+    ["kind", "resource_namespace", "name"],
+)
+EXPANSION_PHASE = Gauge(
+    "ordo_expansion_phase",
+    "1 for the phase an OrderedTopicExpansion is in, 0 for the others",
+    [*_EXPANSION, "phase"],
+)
+EXPANSION_PHASE_SINCE = Gauge(
+    "ordo_expansion_phase_since_seconds",
+    "When (Unix time) an OrderedTopicExpansion entered its current phase, as this operator process "
+    "saw it: an interrupted phase counts from the restart, an ended one from its end",
+    _EXPANSION,
 )
 EXPANSION_PHASE_SECONDS = Histogram(
     "ordo_expansion_phase_duration_seconds",
@@ -89,11 +129,42 @@ def record_rebalance(namespace: str, group: str, duration: float, members: int, 
     GROUP_GENERATION.labels(namespace, group).set(generation)
 
 
+def record_group_status(
+    namespace: str, group: str, *, members: int, generation: int, unassigned: int, ready: bool
+) -> None:
+    """What a ProducerGroup's status says now: called whenever the handler writes it."""
+    GROUP_MEMBERS.labels(namespace, group).set(members)
+    GROUP_GENERATION.labels(namespace, group).set(generation)
+    GROUP_UNASSIGNED.labels(namespace, group).set(unassigned)
+    RESOURCE_READY.labels("ProducerGroup", namespace, group).set(1 if ready else 0)
+
+
 def forget_group(namespace: str, group: str) -> None:
     """Drop a deleted group's series, so dashboards do not show it forever."""
-    for metric in (REBALANCES, REBALANCE_SECONDS, GROUP_MEMBERS, GROUP_GENERATION):
+    for metric in (REBALANCES, REBALANCE_SECONDS, GROUP_MEMBERS, GROUP_GENERATION, GROUP_UNASSIGNED):
         with contextlib.suppress(KeyError):  # never recorded by this process
             metric.remove(namespace, group)
+    with contextlib.suppress(KeyError):
+        RESOURCE_READY.remove("ProducerGroup", namespace, group)
+
+
+def record_expansion_phase(namespace: str, expansion: str, phase: str, since: float) -> None:
+    """An OrderedTopicExpansion is in ``phase`` since ``since`` (Unix time)."""
+    for each in PHASES:
+        EXPANSION_PHASE.labels(namespace, expansion, each).set(1 if each == phase else 0)
+    EXPANSION_PHASE_SINCE.labels(namespace, expansion).set(since)
+    RESOURCE_READY.labels("OrderedTopicExpansion", namespace, expansion).set(1 if phase == "Completed" else 0)
+
+
+def forget_expansion(namespace: str, expansion: str) -> None:
+    """Drop a deleted expansion's series (an Aborted or Failed one alerts until it is deleted)."""
+    for each in PHASES:
+        with contextlib.suppress(KeyError):
+            EXPANSION_PHASE.remove(namespace, expansion, each)
+    with contextlib.suppress(KeyError):
+        EXPANSION_PHASE_SINCE.remove(namespace, expansion)
+    with contextlib.suppress(KeyError):
+        RESOURCE_READY.remove("OrderedTopicExpansion", namespace, expansion)
 
 
 def record_fence(producers: int, wait_seconds: float) -> None:
@@ -103,14 +174,23 @@ def record_fence(producers: int, wait_seconds: float) -> None:
 
 
 class ExpansionTimer:
-    """Observes how long one expansion stays in each phase, as its daemon moves through them.
+    """Observes how long one expansion stays in each phase, as its daemon moves through them, and
+    (given the expansion's namespace and name) which phase it is in since when
+    (``ordo_expansion_phase``, ``ordo_expansion_phase_since_seconds``).
 
     A restarted operator measures the interrupted phase from its restart: durations are this
-    process's view, which is what an alert on a stuck phase needs.
+    process's view.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+    def __init__(
+        self,
+        namespace: str | None = None,
+        name: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._clock, self._wall = clock, wall
+        self._resource = (namespace, name) if namespace is not None and name is not None else None
         self._phase: str | None = None
         self._since = 0.0
 
@@ -122,6 +202,8 @@ class ExpansionTimer:
         if self._phase is not None:
             EXPANSION_PHASE_SECONDS.labels(self._phase).observe(now - self._since)
         self._phase, self._since = phase, now
+        if self._resource is not None:
+            record_expansion_phase(*self._resource, phase, self._wall())
 
     def finish(self, outcome: str) -> None:
         """The expansion ended in ``outcome`` (Completed, Aborted, Failed)."""

@@ -198,6 +198,7 @@ class _GroupDriver:
             resource = ProducerGroup.model_validate({k: v for k, v in self.body.items() if k != "status"})
         except ValidationError as error:
             self._report_problem(("InvalidSpec", _first_error(error)), generation=None)
+            metrics.RESOURCE_READY.labels("ProducerGroup", self.namespace, self.name).set(0)
             return 5.0
         spec = resource.spec
         period = min(1.0, spec.session_timeout_seconds / 4)
@@ -383,8 +384,10 @@ class _GroupDriver:
             new["lastRebalanceSeconds"] = self.last_rebalance
         new["conditions"] = _conditions(status.get("conditions") or [], outcome, problem, generation)
         self._patch(new)
-        metrics.GROUP_MEMBERS.labels(self.namespace, self.name).set(len(outcome.live))
-        metrics.GROUP_GENERATION.labels(self.namespace, self.name).set(outcome.generation)
+        metrics.record_group_status(
+            self.namespace, self.name, members=len(outcome.live), generation=outcome.generation,
+            unassigned=len(outcome.unassigned), ready=outcome.settled and problem is None,
+        )  # fmt: skip
 
     def _patch(self, status: dict[str, Any]) -> None:
         if all(self.reported.get(k) == v for k, v in status.items()):

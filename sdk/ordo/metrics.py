@@ -10,12 +10,14 @@ Labels are bounded: a topic, a consumer group — never a key, a partition or an
 
 from __future__ import annotations
 
+import contextlib
 from types import ModuleType
 from typing import Any
 
 __all__ = [
     "AVAILABLE",
     "async_in_flight",
+    "gate_closed_since",
     "gate_wait",
     "gates_closed",
     "produce_blocked",
@@ -48,6 +50,12 @@ if prometheus_client is not None:
             "Partitions a gated consumer holds back until their prior partitions reach the thresholds",
             ["topic"],
         ),
+        "gate_since": prometheus_client.Gauge(
+            "ordo_gate_closed_since_seconds",
+            "When (Unix time) the longest-closed gate of a topic closed in this consumer; no series "
+            "while none is closed (ordo_gate_wait_seconds observes a gate only once it opens)",
+            ["topic"],
+        ),
         "gate_wait": prometheus_client.Histogram(
             "ordo_gate_wait_seconds",
             "From a gated consumer holding a partition to its gate opening",
@@ -78,6 +86,17 @@ def gates_closed(topic: str, count: int) -> None:
     """``count`` partitions of ``topic`` are currently held behind a closed gate."""
     if _metrics:
         _metrics["gates"].labels(topic).set(count)
+
+
+def gate_closed_since(topic: str, since: float | None) -> None:
+    """The longest-closed gate of ``topic`` closed at ``since`` (Unix time); None: none is closed."""
+    if not _metrics:
+        return
+    if since is None:
+        with contextlib.suppress(KeyError):  # never closed in this process
+            _metrics["gate_since"].remove(topic)
+    else:
+        _metrics["gate_since"].labels(topic).set(since)
 
 
 def gate_wait(topic: str, seconds: float) -> None:

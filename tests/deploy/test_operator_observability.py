@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
-from ordo_testbed.resources import Expansions
+from ordo_testbed.resources import Expansions, Groups
 from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -32,6 +34,19 @@ def _scrape(port: int) -> str | None:
             return str(response.read().decode())
     except OSError:
         return None  # not listening yet
+
+
+def _key(labels: dict[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset(labels.items())
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a /metrics page: (name, labels) -> value, as Prometheus parses it."""
+    return {
+        (sample.name, _key(sample.labels)): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_expansion_metrics_and_json_logs(
@@ -53,6 +68,39 @@ def test_expansion_metrics_and_json_logs(
     for phase in ("Creating", "Fencing", "Expanding", "Publishing"):
         assert f'ordo_expansion_phase_duration_seconds_count{{phase="{phase}"}} 1.0' in text
     assert "ordo_fence_wait_seconds_count 1.0" in text  # no live producers: an immediate fence
+    # the gauges the chart's alerts read: the phase the expansion is in (since when), readiness
+    ns = kube.namespace
+    found = _samples(text)
+    which = {"resource_namespace": ns, "expansion": "grow"}
+    phases = {
+        p: found.get(("ordo_expansion_phase", _key({**which, "phase": p}))) for p in ("Completed", "Fencing")
+    }
+    assert phases == {"Completed": 1.0, "Fencing": 0.0}
+    since = found[("ordo_expansion_phase_since_seconds", _key(which))]
+    assert time.time() - 120 < since <= time.time()
+    ready = {"kind": "OrderedTopicExpansion", "resource_namespace": ns, "name": "grow"}
+    assert found[("ordo_resource_ready", _key(ready))] == 1.0
+
+    # a group whose selector matches no pod: every source partition unassigned, not ready
+    Groups(kube.custom, ns).create("idle", 4, {"app": "nobody"})
+    group = {"resource_namespace": ns, "group": "idle"}
+
+    def idle_group() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+        samples = _samples(_scrape(port) or "")
+        return samples if samples.get(("ordo_group_unassigned_partitions", _key(group))) == 4.0 else None
+
+    idle = wait_for(idle_group, 30, "the idle group's gauges")
+    assert idle is not None
+    assert idle[("ordo_group_members", _key(group))] == 0.0
+    assert (
+        idle[
+            ("ordo_resource_ready", _key({"kind": "ProducerGroup", "resource_namespace": ns, "name": "idle"}))
+        ]
+        == 0.0
+    )
+    expansions.delete("grow")
+    gone = ("ordo_expansion_phase", _key({**which, "phase": "Completed"}))
+    wait_for(lambda: gone not in _samples(_scrape(port) or ""), 30, "the deleted expansion's series to go")
 
     lines = [line for line in operator.log_text().splitlines() if line.strip()]
     assert lines

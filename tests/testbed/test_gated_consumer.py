@@ -70,6 +70,10 @@ def test_new_partition_waits_for_its_prior_partition(kafka: KafkaHandle, expande
         _config(kafka), [topic], epoch_topic=epochs, assignment=[TopicPartition(topic, 2, 0)]
     ) as c:
         assert _held(c, (topic, 2)).waiting_for == {0: OLD_RECORDS}
+        closed_since = REGISTRY.get_sample_value("ordo_gate_closed_since_seconds", {"topic": topic})
+        assert (
+            closed_since is not None and time.time() - 60 < closed_since <= time.time()
+        )  # a held gate shows
         c.raw.incremental_assign([TopicPartition(topic, 0, 0)])
         messages = _drain(c, OLD_RECORDS + 10)
         assert len(messages) == OLD_RECORDS + 10
@@ -78,6 +82,7 @@ def test_new_partition_waits_for_its_prior_partition(kafka: KafkaHandle, expande
     labels = {"topic": topic}
     assert REGISTRY.get_sample_value("ordo_gate_wait_seconds_count", labels) == 1, "the SDK metric"
     assert REGISTRY.get_sample_value("ordo_gates_closed", labels) == 0
+    assert REGISTRY.get_sample_value("ordo_gate_closed_since_seconds", labels) is None  # none closed
 
 
 def test_control_a_plain_consumer_reads_the_new_partition_early(

@@ -270,7 +270,20 @@ class ConsumerGate:
             _log.debug("pause %s at %d: %s (stamped %s)", tp, gate.offset, dict(gate.waiting_for), stamped)
         self._closed_per_topic[tp[0]] += 1
         metrics.gates_closed(tp[0], self._closed_per_topic[tp[0]])
+        if self._closed_per_topic[tp[0]] == 1:  # the topic's first: the oldest closed now
+            self._report_oldest([tp[0]])
         return held
+
+    def _report_oldest(self, topics: Iterable[str]) -> None:
+        """``ordo_gate_closed_since_seconds``: when each topic's longest-held gate closed (so a
+        gate that never opens shows, where ``ordo_gate_wait_seconds`` observes it only when it
+        opens). Once per topic whose held set lost or gained its first member."""
+        if not metrics.AVAILABLE:
+            return
+        to_wall = time.time() - time.monotonic()
+        for topic in set(topics):
+            oldest = min((h.since for (t, _), h in self._held.items() if t == topic), default=None)
+            metrics.gate_closed_since(topic, None if oldest is None else oldest + to_wall)
 
     # -- held gates ----------------------------------------------------------------------------
 
@@ -340,6 +353,7 @@ class ConsumerGate:
                 _log.debug("gate of %s at %d open: %s", tp, held.gate.offset, spans(held.buffer))
             if tp not in self._held:
                 self._resume(tp)
+        self._report_oldest(tp[0] for tp, _ in opened)
         self._wanted_stale = True
         self.ask_watcher()
         return released
@@ -422,6 +436,7 @@ class ConsumerGate:
                 metrics.gates_closed(tp[0], self._closed_per_topic[tp[0]])
             self._open_until.pop(tp, None)
         if was_held:
+            self._report_oldest(tp[0] for tp in was_held)
             self._wanted_stale = True
             self.ask_watcher()
         return was_held
