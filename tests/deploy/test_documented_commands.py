@@ -288,7 +288,7 @@ def check(command: DocCommand) -> None:
     for argv in concrete(command):
         program = argv[0]
         if program == "helm":
-            if command.inline and argv[1:] in (["install"], ["upgrade"], ["template"]):
+            if command.inline and argv[1:] in (["install"], ["upgrade"], ["template"], ["uninstall"]):
                 continue  # prose: "at `helm install` time"
             if argv[1] == "uninstall":
                 check_helm_uninstall(argv)
