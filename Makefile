@@ -21,13 +21,15 @@ help:
 	@echo "make soak     - 30 min chaos soak, 20 failover rounds, every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
-  setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c scripts/system-deps testbed/kube-apiserver/go.mod
+  setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c scripts/system-deps testbed/kube-apiserver/go.mod \
+  testbed/promtool/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(PACKAGES)
 	$(BIN)/python -c 'from ordo_testbed.kafka.jars import main; main()'
 	$(BIN)/python -c 'from ordo_testbed.kube.binaries import main; main()'
+	$(BIN)/python -c 'from ordo_testbed.promtool import main; main()'
 	touch $(STAMP)
 
 venv: $(STAMP)

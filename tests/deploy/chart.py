@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ordo"
 RELEASE, NAMESPACE = "ordo", "ordo-system"
 
-# Value sets covering every switch of the chart: scopes, peering, optional objects, the Kafka Secret.
+# Value sets covering every switch of the chart: scopes, peering, optional objects (the monitoring
+# bundle among them), the Kafka Secret.
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "namespaced": {"rbac": {"scope": "namespace"}, "watchNamespaces": ["data", "billing"]},
@@ -38,6 +39,13 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "logging": {"format": "text", "verbose": True},
     },
     "members": {"memberRbac": {"create": True, "namespaces": ["data", "billing"]}},
+    "monitoring": {
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "monitoring": {
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+            "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Kafka"}},
+        },
+    },
     "bare": {
         "metrics": {"enabled": False},
         "serviceAccount": {"create": False, "name": "platform-ops"},

@@ -16,7 +16,7 @@ import yaml
 from .chart import CHART, NAMESPACE, ROOT, VALUE_SETS, chart_crds, component, notes, of_kind, render
 
 KUBE_VERSION = "1.30.0"  # the oldest Kubernetes the chart is checked against (schemas and lint)
-CUSTOM_KINDS = {"ServiceMonitor", "ClusterKopfPeering", "KopfPeering"}
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "ClusterKopfPeering", "KopfPeering"}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
@@ -181,6 +181,9 @@ def test_kafka_connection_comes_from_the_secret() -> None:
         {"kafka": {"secret": {"name": "k", "options": {"SASL_PASSWORD": "pw"}}}},  # env form
         {"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
         {"watchNamespaces": ["Not_A_Namespace"]},
+        {"monitoring": {"prometheusRule": {"enabled": True, "expansionStuckMinutes": 0}}},
+        {"metrics": {"enabled": False}, "monitoring": {"prometheusRule": {"enabled": True}}},  # no `up`
+        {"monitoring": {"grafanaDashboard": {"enabled": True, "label": {"grafana_dashboard": "1"}}}},
     ],
 )
 def test_values_schema_rejects_mistakes(values: dict[str, Any]) -> None:
