@@ -10,6 +10,7 @@ so a producer that the operator considers dead cannot write.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -161,12 +162,9 @@ class OrderedProducer:
         self._owns_log = epoch_log is None
         self._log = epoch_log or EpochLog(client_config, epoch_topic)
         self._registry_topic = registry_topic
-        # flushed at every report, which serves its log lines
-        # idempotent: a retried older report landing after a newer one would only make a fence
-        # wait longer, but a report's order is what the registry means
-        self._reporter = Producer(
-            logged({**client_config, "linger.ms": 0, "acks": "all", "enable.idempotence": True})
-        )
+        self._reporter_config = client_config
+        self._reporter_failed = threading.Event()
+        self._reporter = self._new_reporter()
         self._topics: dict[str, _TopicState] = {}
         self._lock = threading.Condition()
         # Held while a record is checked and handed to librdkafka, and while a fence blocks a
@@ -711,22 +709,69 @@ class OrderedProducer:
             closed=closed,
         )
 
+    def _new_reporter(self) -> Producer:
+        """The registry's producer, flushed at every report (which serves its log lines).
+        Idempotent: a retried older report landing after a newer one would only make a fence wait
+        longer, but a report's order is what the registry means. Idempotence makes some errors
+        fatal (InitProducerId refused, a sequence gap): ``_failed_reporter`` marks it for renewal."""
+        return Producer(logged({
+            **self._reporter_config, "linger.ms": 0, "acks": "all", "enable.idempotence": True,
+            "error_cb": self._failed_reporter,
+        }))  # fmt: skip
+
+    def _failed_reporter(self, error: KafkaError) -> None:
+        if error.fatal():
+            _log.warning("producer %s: registry producer failed (%s); renewing", self.producer_id, error)
+            self._reporter_failed.set()
+        user_callback = self._reporter_config.get("error_cb")
+        if user_callback is not None:
+            user_callback(error)
+
     def _send_report(
         self, timeout: float, acked: Mapping[str, int] | None = None, closed: bool = False
     ) -> bool:
-        result: list[KafkaError | None] = []
         value = self._report(acked or {}, closed).model_dump_json().encode()
-        try:
-            self._reporter.produce(
-                self._registry_topic,
-                key=self.producer_id.encode(),
-                value=value,
-                on_delivery=lambda error, _msg: result.append(error),
-            )
-        except BufferError:
-            return False
-        self._reporter.flush(timeout)
-        return bool(result) and result[0] is None
+        for _attempt in range(2):  # once more with a renewed producer if this one failed for good
+            if self._reporter_failed.is_set():
+                self._reporter_failed.clear()
+                self._reporter = self._new_reporter()
+            result: list[KafkaError | None] = []
+            try:
+                self._reporter.produce(
+                    self._registry_topic,
+                    key=self.producer_id.encode(),
+                    value=value,
+                    on_delivery=functools.partial(_note_delivery, result),
+                )
+                self._reporter.flush(timeout)
+            except BufferError:
+                return False
+            except Exception as error:
+                # produce() refuses with _FATAL; flush() raises the fatal error after error_cb
+                # (chained into a SystemError when a delivery callback runs with it pending)
+                if not (_is_fatal(error) or self._reporter_failed.is_set()):
+                    raise
+                self._reporter_failed.set()
+                continue
+            if result and result[0] is None:
+                return True
+            if not self._reporter_failed.is_set():
+                return False
+        return False
+
+
+def _note_delivery(into: list[KafkaError | None], error: KafkaError | None, _msg: Any) -> None:
+    into.append(error)
+
+
+def _is_fatal(error: BaseException | None) -> bool:
+    """A client's fatal error, raised itself or as the cause of another."""
+    while error is not None:
+        cause = error.args[0] if isinstance(error, KafkaException) and error.args else None
+        if isinstance(cause, KafkaError) and (cause.fatal() or cause.code() == KafkaError._FATAL):
+            return True
+        error = error.__cause__
+    return False
 
 
 class _OutsideScope(Exception):

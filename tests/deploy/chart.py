@@ -18,6 +18,11 @@ RELEASE, NAMESPACE = "ordo", "ordo-system"
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "namespaced": {"rbac": {"scope": "namespace"}, "watchNamespaces": ["data", "billing"]},
+    "namespaced-alone": {
+        "rbac": {"scope": "namespace"},
+        "watchNamespaces": ["data", "billing"],
+        "userRbac": {"create": False},
+    },
     "workloads": {"rbac": {"workloadNamespaces": ["data", "billing"]}},
     "ha": {
         "replicaCount": 3,

@@ -102,7 +102,11 @@ def installed(
     """The chart's RBAC for a release in the test's namespace, with the values the test is
     parametrized with (a function of the namespace): (operator ServiceAccount, objects)."""
     release = f"r{uuid.uuid4().hex[:8]}"  # cluster-scoped names must not meet another test's
-    values = {**request.param(kube.namespace), "memberRbac": {"create": True, "namespaces": [kube.namespace]}}
+    values = {
+        **request.param(kube.namespace),
+        "userRbac": {"create": False},  # aggregated into every namespace's roles: tested alone below
+        "memberRbac": {"create": True, "namespaces": [kube.namespace]},
+    }
     objects = chart_rbac(values, release, kube.namespace)
     apply_rbac(kube.api, objects)
     (operator_sa,) = [

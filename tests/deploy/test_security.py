@@ -28,8 +28,16 @@ def test_the_member_role_is_namespaced_and_cannot_write_pods() -> None:
 
 def test_the_namespaced_operator_has_no_cluster_role() -> None:
     objects = render("namespaced")
-    assert not [o for o in objects if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}]
+    cluster_wide = [o for o in objects if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}]
+    # Only the people's roles (userRbac), which nothing in the chart binds.
+    assert {(o["kind"], component(o)) for o in cluster_wide} == {("ClusterRole", "user-roles")}
     assert {o["metadata"]["namespace"] for o in objects if o["kind"] == "Role"} >= {"data", "billing"}
+
+
+def test_a_namespaced_install_without_people_roles_creates_nothing_cluster_wide() -> None:
+    """What docs/security.md tells an installer without a cluster admin to render."""
+    objects = render("namespaced-alone")
+    assert not [o for o in objects if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}]
 
 
 def test_kafka_credentials_come_from_the_secret() -> None:

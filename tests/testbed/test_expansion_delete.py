@@ -95,10 +95,10 @@ def test_an_expansion_deleted_in_any_phase_is_undone_and_nothing_wedges(
             assert grow.exists("grow")
         _restart(operator)
         wait_for(lambda: not grow.exists("grow"), 60, "the deleted expansion to be undone and gone")
-        fenced = phase != "Creating"  # Creating writes nothing to the epoch log
-        assert _states(kafka, epochs, topic) == (
-            [(0, EpochState.ACTIVE), (1, EpochState.ABORTED)] if fenced else []
-        )
+        if phase == "Creating":  # the expansion wrote nothing; the topic watch may record epoch 0
+            assert _states(kafka, epochs, topic) in ([], [(0, EpochState.ACTIVE)])
+        else:
+            assert _states(kafka, epochs, topic) == [(0, EpochState.ACTIVE), (1, EpochState.ABORTED)]
         said = [e.message or "" for e in kube.events("DeletedInFlight")]
         assert any(f"deleted while {phase}" in m for m in said), said
         await_records(kafka.bootstrap, topic, 4, 200, timeout=30)  # the producers write again

@@ -29,7 +29,9 @@ RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 
 
 def chart_rbac(values: dict[str, Any], release: str, namespace: str) -> list[dict[str, Any]]:
-    """The RBAC objects (ServiceAccounts first) the chart renders for a release in ``namespace``."""
+    """The RBAC objects (ServiceAccounts first) the chart renders for a release in ``namespace``.
+    Callers that apply them to a shared API server turn ``userRbac`` off unless they test it: its
+    ClusterRoles are aggregated into every namespace's admin/edit/view."""
     import helm_python as helm
 
     with helm.Chart.load(CHART) as chart:
@@ -147,7 +149,8 @@ def operator_identity(server: KubeApiServer, api: Any, namespace: str, folder: P
     """The operator as the chart installs it to serve ``namespace`` alone (``rbac.scope=namespace``,
     released there): its RBAC applied, and its kubeconfig. Run it with ``--no-scanning``, as the
     chart does."""
-    objects = chart_rbac({"rbac": {"scope": "namespace"}, "watchNamespaces": [namespace]}, "ordo", namespace)
+    values = {"rbac": {"scope": "namespace"}, "watchNamespaces": [namespace], "userRbac": {"create": False}}
+    objects = chart_rbac(values, "ordo", namespace)
     apply_rbac(api, objects)
     (account,) = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
     return token_kubeconfig(server, api, namespace, account, folder / "operator.kubeconfig")
@@ -156,7 +159,11 @@ def operator_identity(server: KubeApiServer, api: Any, namespace: str, folder: P
 def member_identity(server: KubeApiServer, api: Any, namespace: str, folder: Path) -> Path:
     """ProducerGroup members as the chart's ``memberRbac`` makes them in ``namespace``: its
     ServiceAccount, Role and RoleBinding applied, and the ServiceAccount's kubeconfig."""
-    values = {"rbac": {"create": False}, "memberRbac": {"create": True, "namespaces": [namespace]}}
+    values = {
+        "rbac": {"create": False},
+        "userRbac": {"create": False},
+        "memberRbac": {"create": True, "namespaces": [namespace]},
+    }
     objects = chart_rbac(values, "ordo", namespace)
     apply_rbac(api, objects)
     account = next(o for o in objects if o["kind"] == "RoleBinding")["subjects"][0]["name"]
