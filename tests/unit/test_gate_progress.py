@@ -3,6 +3,8 @@ asks the broker, and which gates open given the answer. No servers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ from ordo.epochs.progress import (
     needs_log_start,
     verdicts,
 )
+from ordo.epochs.watcher import ProgressWatcher
 
 
 def test_the_partitions_asked_about_are_those_held_gates_wait_for_at_their_highest_threshold() -> None:
@@ -156,3 +159,42 @@ def test_rounds_of_asking_while_the_group_progresses_open_every_gate_the_whole_t
         keeper, {p: g.offset for p, g in held.items()}, TopicProgress("t", own, group_progress(final, {}))
     )
     assert gates == {p: gate for p, gate in whole.items() if not gate.open}
+
+
+class _Answer:
+    def __init__(self, topic: str, partition: int, offset: int, error: object = None) -> None:
+        self.topic, self.partition, self.offset, self.error = topic, partition, offset, error
+
+
+class _Reader:
+    """A progress reader whose metadata lacks ``t``'s partition 3: librdkafka answers it with an
+    error (Local: Unknown partition) until the topic's metadata is asked again."""
+
+    def __init__(self) -> None:
+        self.refreshed: list[str] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.refreshed.append(topic)
+
+    def committed(self, asked: list[Any], timeout: float) -> list[_Answer]:
+        known = "t" in self.refreshed
+        return [
+            _Answer(tp.topic, tp.partition, 40, None if known or tp.partition != 3 else "unknown partition")
+            for tp in asked
+        ]
+
+    def offsets_for_times(self, asked: list[Any], timeout: float) -> list[_Answer]:
+        return [_Answer(tp.topic, tp.partition, 0) for tp in asked]
+
+    def poll(self, timeout: float) -> None:  # serves log lines
+        return None
+
+
+def test_a_partition_answered_with_an_error_makes_the_next_round_ask_its_topics_metadata() -> None:
+    watcher = ProgressWatcher({"group.id": "g"}, 0.01, 0.1)
+    reader = _Reader()
+    wanted = {("t", 1): 10, ("t", 3): 10}
+    progress, unanswered = watcher._ask(reader, wanted, set())  # type: ignore[arg-type]
+    assert progress == {("t", 1): 40} and unanswered == {"t"}
+    progress, unanswered = watcher._ask(reader, wanted, unanswered)  # type: ignore[arg-type]
+    assert progress == {("t", 1): 40, ("t", 3): 40} and unanswered == set()

@@ -110,9 +110,10 @@ class ProgressWatcher:
                     self._stale, self._asking = set(), True
                 if reader is None:
                     reader = Consumer(self._config)
-                progress = self._ask(reader, wanted, stale)
+                progress, unanswered = self._ask(reader, wanted, stale)
                 with self._cond:
                     self._asking = False
+                    self._stale |= unanswered
                     known = learned(self.snapshot, progress) if progress is not None else None
                     moved = known is not None
                     if known is not None:
@@ -133,18 +134,20 @@ class ProgressWatcher:
                 drain(reader)
                 reader.close()
 
-    def _ask(self, reader: Consumer, wanted: Mapping[TP, int], stale: set[str]) -> dict[TP, int] | None:
+    def _ask(
+        self, reader: Consumer, wanted: Mapping[TP, int], stale: set[str]
+    ) -> tuple[dict[TP, int] | None, set[str]]:
         """One round: the group's progress of ``wanted``, or None when the broker could not say
-        (a leader move, a coordinator failover): tried again after the backoff."""
+        (a leader move, a coordinator failover): tried again after the backoff. With it, the
+        topics of partitions answered with an error (an unknown partition: the reader's metadata
+        is older than the topic's growth), whose metadata the next round asks again."""
         try:
             for topic in stale:
                 reader.list_topics(topic, timeout=REQUEST_TIMEOUT)
             asked = [TopicPartition(topic, partition) for topic, partition in wanted]
-            committed = {
-                (tp.topic, tp.partition): tp.offset
-                for tp in reader.committed(asked, timeout=REQUEST_TIMEOUT)
-                if tp.error is None
-            }
+            answers = reader.committed(asked, timeout=REQUEST_TIMEOUT)
+            committed = {(tp.topic, tp.partition): tp.offset for tp in answers if tp.error is None}
+            unanswered = {tp.topic for tp in answers if tp.error is not None}
             short = needs_log_start(wanted, committed)
             starts: dict[TP, int] = {}
             if short:
@@ -152,10 +155,11 @@ class ProgressWatcher:
                 earliest = [TopicPartition(topic, partition, OFFSET_BEGINNING) for topic, partition in short]
                 found = reader.offsets_for_times(earliest, timeout=REQUEST_TIMEOUT)
                 starts = {(tp.topic, tp.partition): tp.offset for tp in found if tp.error is None}
-            return group_progress(committed, starts)
+                unanswered |= {tp.topic for tp in found if tp.error is not None}
+            return group_progress(committed, starts), unanswered
         except KafkaException as error:
             _log.warning("gates: the group's progress of %d partitions unknown for now: %s", len(wanted),
                          error)  # fmt: skip
-            return None
+            return None, set()
         finally:
             drain(reader)  # its log lines: the reader has no assignment and is never polled otherwise
