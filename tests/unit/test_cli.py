@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from ordo.api import OrderedTopicExpansion, ProducerGroup
 from ordo.cli import main as ordo
-from ordo.cli.status import Gate, gates, render
+from ordo.cli.status import GateWait, gates, render
+from ordo.epochs import EpochHistory
 from ordo_testbed import cli as harness_cli
 
-HISTORY = {
+HISTORY_JSON = {
     "topic": "orders",
     "epochs": [
         {"epoch": 0, "partitions": 4, "state": "active", "thresholds": {}, "prior": {}},
@@ -34,44 +36,72 @@ HISTORY = {
         },
     ],
 }
+HISTORY = EpochHistory.model_validate(HISTORY_JSON)  # as written before the prior map was derived
 
 
 def test_gates_list_every_active_epochs_prior_partitions_with_thresholds() -> None:
-    found = gates("orders", HISTORY)
-    assert found[0] == Gate("orders", 1, 4, 0, 10) and [g.partition for g in found] == [4, 5, 6, 7]
+    found = gates(HISTORY)
+    assert found[0] == GateWait("orders", 1, 4, 0, 10) and [g.partition for g in found] == [4, 5, 6, 7]
     assert all(g.passed is None for g in found)
 
 
 def test_gates_say_whether_a_consumer_group_passed_them() -> None:
-    passed = {g.partition: g.passed for g in gates("orders", HISTORY, {0: 10, 1: 3, 2: 40})}
+    passed = {g.partition: g.passed for g in gates(HISTORY, {0: 10, 1: 3, 2: 40})}
     assert passed == {4: True, 5: False, 6: True, 7: False}
 
 
+def test_a_gate_waits_for_the_priors_of_its_priors_and_the_status_says_so() -> None:
+    """Epoch 1 (3 -> 4 partitions) spreads every key of 0, 1, 2 over all four; epoch 2 (4 -> 8)
+    moves partition 3's keys to 7. A key now in 7 may have records of epoch 0 in partition 0 that
+    nothing has read yet: partition 3 reaching its threshold does not open 7's gate."""
+    history = EpochHistory.model_validate({"topic": "t", "epochs": [
+        {"epoch": 0, "partitions": 3, "state": "active"},
+        {"epoch": 1, "partitions": 4, "state": "active", "from_partitions": 3,
+         "thresholds": {"0": 10, "1": 11, "2": 12}},
+        {"epoch": 2, "partitions": 8, "state": "active", "from_partitions": 4,
+         "thresholds": {"0": 20, "1": 21, "2": 22, "3": 23}},
+    ]})  # fmt: skip
+    committed = {0: 5, 1: 21, 2: 22, 3: 23}  # partition 0 is behind epoch 1's threshold
+    assert history.epochs[2].prior_of(7) == (3,)  # the direct prior set: the old status's only row
+    assert committed[3] >= 23, "by the direct prior set alone the gate is passed"
+    seven = [g for g in gates(history, committed) if (g.epoch, g.partition) == (2, 7)]
+    assert [(g.prior, g.threshold, g.passed) for g in seven] == [
+        (0, 10, False),
+        (1, 11, True),
+        (2, 12, True),
+        (3, 23, True),
+    ]
+    console = Console(width=200, record=True)
+    console.print(render({"topics": {"t": history}, "gates": seven}))
+    rows = [line for line in console.export_text().splitlines() if "partition 0 up to 10" in line]
+    cells = [cell.strip() for cell in rows[0].strip("│ ").split("│")]
+    assert len(rows) == 1 and cells == ["t", "2", "7", "partition 0 up to 10", "no"]
+
+
 def test_status_tables_show_groups_expansions_epochs_and_gates() -> None:
+    group = {
+        "metadata": {"namespace": "data", "name": "orders-cdc"},
+        "spec": {"sourcePartitions": 3, "selector": {"matchLabels": {"app": "cdc"}}},
+        "status": {
+            "generation": 3,
+            "members": [
+                {"pod": "m-0", "partitions": [0, 1], "acked": 3},
+                {"pod": "m-1", "partitions": [], "acked": 3},
+            ],
+            "unassigned": [2],
+            "checkpoints": [{"partition": 0, "checkpoint": "2026-11-22T12:34:00"}],
+        },
+    }
+    expansion = {
+        "metadata": {"namespace": "data", "name": "grow"},
+        "spec": {"topic": "orders", "partitions": 8},
+        "status": {"phase": "Completed", "fromPartitions": 4, "epoch": 1, "durationSeconds": 1.25},
+    }
     state = {
-        "groups": [
-            {
-                "metadata": {"namespace": "data", "name": "orders-cdc"},
-                "status": {
-                    "generation": 3,
-                    "members": [
-                        {"pod": "m-0", "partitions": [0, 1], "acked": 3},
-                        {"pod": "m-1", "partitions": [], "acked": 3},
-                    ],
-                    "unassigned": [2],
-                    "checkpoints": [{"partition": 0, "checkpoint": "2026-11-22T12:34:00"}],
-                },
-            }
-        ],
-        "expansions": [
-            {
-                "metadata": {"namespace": "data", "name": "grow"},
-                "spec": {"topic": "orders", "partitions": 8},
-                "status": {"phase": "Completed", "fromPartitions": 4, "epoch": 1, "durationSeconds": 1.25},
-            }
-        ],
+        "groups": [ProducerGroup.model_validate(group)],
+        "expansions": [OrderedTopicExpansion.model_validate(expansion)],
         "topics": {"orders": HISTORY},
-        "gates": gates("orders", HISTORY, {0: 10}),
+        "gates": gates(HISTORY, {0: 10}),
     }
     console = Console(width=200, record=True)
     console.print(render(state))
@@ -185,8 +215,8 @@ def test_status_says_what_it_found_nothing_of_instead_of_empty_tables() -> None:
 
 
 def test_status_shows_an_active_epoch_followed_by_a_newer_active_one_as_superseded() -> None:
-    epochs: list[dict[str, Any]] = HISTORY["epochs"]  # type: ignore[assignment]
-    history = {"epochs": [{**e, "state": "active"} for e in epochs[:2]]}
+    epochs: list[dict[str, Any]] = HISTORY_JSON["epochs"]  # type: ignore[assignment]
+    history = EpochHistory.model_validate({"topic": "orders", "epochs": epochs[:2]})
     console = Console(width=200, record=True)
     console.print(render({"topics": {"orders": history}, "gates": []}))
     text = console.export_text()

@@ -1,5 +1,7 @@
 """``ordo status``: ProducerGroups (members, assignments, checkpoints) and OrderedTopicExpansions
-from the Kubernetes API; each topic's epoch history and gates from Kafka's epoch log.
+from the Kubernetes API, read through their models (``ordo.api``); each topic's epoch history
+(``EpochHistory``) and gates from Kafka's epoch log. A gate lists what ``GateKeeper`` makes its
+records wait for: the epoch's prior partitions and, through every earlier epoch, theirs.
 
 With ``--consumer-group G`` each gate shows whether that group has passed it (its committed offset
 on the prior partition has reached the threshold).
@@ -11,12 +13,16 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from .._extras import missing_extra
+from ..api import OrderedTopicExpansion, OrderedTopicExpansionStatus, ProducerGroup, ProducerGroupStatus
+from ..epochs import Epoch, EpochHistory, EpochState, GateKeeper
 from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
 
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
-__all__ = ["Gate", "gates", "register", "render", "run"]
+__all__ = ["GateWait", "gates", "register", "render", "run"]
 
 
 def register(commands: Any) -> None:
@@ -51,33 +57,36 @@ def register(commands: Any) -> None:
 
 
 @dataclass(frozen=True)
-class Gate:
+class GateWait:
+    """One thing a gate waits for: records of ``epoch`` in ``partition`` wait until ``prior`` is
+    consumed up to ``threshold`` (``GateKeeper``'s requirements, through every earlier epoch)."""
+
     topic: str
     epoch: int
     partition: int
-    """The gated partition: its records of ``epoch`` wait for ..."""
     prior: int
-    """... this partition to be consumed up to ..."""
     threshold: int
     passed: bool | None = None
     """Whether the consumer group has (None: no group given)."""
 
 
-def gates(topic: str, history: Mapping[str, Any], committed: Mapping[int, int] | None = None) -> list[Gate]:
-    """Every gate of every active epoch of a history (JSON of the epoch log)."""
-    from ..epochs.history import prior_of
-
+def gates(history: EpochHistory, committed: Mapping[int, int] | None = None) -> list[GateWait]:
+    """What the gates of every active epoch wait for, each with the whole chain ``GateKeeper``
+    follows: a key's records of an earlier epoch may sit in a partition the epoch's own prior set
+    does not name. A gate's own partition is left out (it is read in order)."""
+    keeper = GateKeeper(history)
     out = []
-    for e in history.get("epochs") or []:
-        if e.get("state") != "active" or not e.get("from_partitions"):
-            continue
-        thresholds = {int(p): int(o) for p, o in (e.get("thresholds") or {}).items()}
-        old, new = int(e["from_partitions"]), int(e["partitions"])
-        for q in range(new):
-            for p in prior_of(old, new, q):
-                threshold = thresholds[int(p)]
-                passed = None if committed is None else committed.get(int(p), -1) >= threshold
-                out.append(Gate(topic, int(e["epoch"]), int(q), int(p), threshold, passed))
+    for entry in history.active_epochs[1:]:
+        for q in range(entry.partitions):
+            needed = keeper.requirements(q, entry.epoch)
+            unmet = keeper.unmet(q, entry.epoch, committed) if committed is not None else {}
+            out += [
+                GateWait(
+                    history.topic, entry.epoch, q, p, needed[p], None if committed is None else p not in unmet
+                )
+                for p in sorted(needed)
+                if p != q
+            ]
     return out
 
 
@@ -92,17 +101,46 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("nothing to read: give --kubeconfig (or set KUBECONFIG) and/or --bootstrap")
     state: dict[str, Any] = {"groups": None, "expansions": None, "topics": None, "gates": None}
     if kubeconfig is not None:
-        state["groups"], state["expansions"] = _read_cluster(kubeconfig, args.namespace)
+        groups, expansions = _read_cluster(kubeconfig, args.namespace)
+        state["groups"], invalid = _resources(ProducerGroup, groups)
+        state["expansions"], refused = _resources(OrderedTopicExpansion, expansions)
+        state["invalid"] = invalid + refused
     if args.bootstrap:
         state["topics"], state["gates"] = _read_kafka(args)
     if args.json:
-        print(json.dumps(state, indent=2, default=lambda o: o.__dict__))
+        print(json.dumps(state, indent=2, default=_as_json))
     else:
         Console().print(render(state, args.namespace, args.epoch_topic, args.topic))
     return 0
 
 
 _THROTTLED_ATTEMPTS = 5
+R = TypeVar("R", ProducerGroup, OrderedTopicExpansion)
+
+
+def _resources(model: type[R], items: list[Any]) -> tuple[list[R], list[str]]:
+    """The resources as their models, and a line for each one that is not valid (it is left out)."""
+    found: list[R] = []
+    invalid: list[str] = []
+    for item in items:
+        try:
+            found.append(model.model_validate(item))
+        except ValidationError as error:
+            meta = item.get("metadata") or {}
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            invalid.append(
+                f"{model.crd.kind} {meta.get('namespace')}/{meta.get('name')}: {where}: {first['msg']}"
+            )
+    return found, invalid
+
+
+def _as_json(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _default_kubeconfig() -> Path | None:
@@ -174,7 +212,7 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
     return found[0], found[1]
 
 
-def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, Any], list[Gate]]:
+def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, EpochHistory], list[GateWait]]:
     from ..verify import read_epoch_log
 
     config = {"bootstrap.servers": args.bootstrap}
@@ -186,19 +224,32 @@ def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, Any], list[Gate]]:
         raise CliError(f"cannot read the epoch log at {args.bootstrap}: {error}") from None
     if args.topic:
         histories = {t: h for t, h in histories.items() if t in args.topic}
-    found: list[Gate] = []
-    for topic, history in sorted(histories.items()):
+    parsed = _histories(histories)
+    found: list[GateWait] = []
+    for topic, history in sorted(parsed.items()):
         committed = _committed(config, args.consumer_group, topic, history) if args.consumer_group else None
-        found += gates(topic, history, committed)
-    return histories, found
+        found += gates(history, committed)
+    return parsed, found
 
 
-def _committed(config: dict[str, Any], group: str, topic: str, history: Mapping[str, Any]) -> dict[int, int]:
+def _histories(read: Mapping[str, Any]) -> dict[str, EpochHistory]:
+    """The epoch log's values as histories; one that is not (a foreign record) is left out, as the
+    log's readers leave it out."""
+    parsed: dict[str, EpochHistory] = {}
+    for topic, value in read.items():
+        try:
+            parsed[topic] = EpochHistory.model_validate(value)
+        except ValidationError:
+            continue
+    return parsed
+
+
+def _committed(config: dict[str, Any], group: str, topic: str, history: EpochHistory) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
     from .._clients import drain, logged
 
-    partitions = max(int(e["partitions"]) for e in history.get("epochs") or [{"partitions": 1}])
+    partitions = max(e.partitions for e in history.epochs)
     consumer = Consumer(logged({**config, "group.id": group, "enable.auto.commit": False}))
     try:
         offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
@@ -225,6 +276,7 @@ def render(
         groups, expansions = state["groups"], state.get("expansions") or []
         parts.append(_groups_table(groups) if groups else f"no ProducerGroups {where}")
         parts.append(_expansions_table(expansions) if expansions else f"no OrderedTopicExpansions {where}")
+        parts += [f"[yellow]not shown, not valid: {line}[/yellow]" for line in state.get("invalid") or []]
     if state.get("topics") is None:
         parts.append("[dim]Kafka: not read (give --bootstrap or set KAFKA_BOOTSTRAP)[/dim]")
     elif not state["topics"] and only_topics:
@@ -241,74 +293,72 @@ def render(
     return Group(*parts)
 
 
-def _groups_table(groups: list[Mapping[str, Any]]) -> Table:
+def _groups_table(groups: list[ProducerGroup]) -> Table:
     from rich.table import Table
 
     table = Table(title="ProducerGroups", title_justify="left")
     for column in ("group", "generation", "member", "source partitions", "acked", "checkpoints"):
         table.add_column(column)
     for g in groups:
-        meta, status = g.get("metadata") or {}, g.get("status") or {}
-        name = f"{meta.get('namespace')}/{meta.get('name')}"
-        checkpoints = {c["partition"]: c.get("checkpoint") for c in status.get("checkpoints") or []}
-        members = status.get("members") or []
-        if not members:
-            table.add_row(name, str(status.get("generation", 0)), "(no members)", "", "", "")
-        for i, m in enumerate(members):
-            owned = m.get("partitions") or []
-            marks = "; ".join(f"{p}: {checkpoints.get(p) or '-'}" for p in owned)
-            table.add_row(name if i == 0 else "", str(status.get("generation", 0)) if i == 0 else "",
-                          m["pod"], ", ".join(map(str, owned)) or "standby", str(m.get("acked", "-")),
-                          marks)  # fmt: skip
-        if status.get("unassigned"):
-            table.add_row("", "", "(unassigned)", ", ".join(map(str, status["unassigned"])), "", "")
+        status = g.status or ProducerGroupStatus()
+        name = f"{g.metadata.get('namespace')}/{g.metadata.get('name')}"
+        checkpoints = {c.partition: c.checkpoint for c in status.checkpoints}
+        generation = str(status.generation)
+        if not status.members:
+            table.add_row(name, generation, "(no members)", "", "", "")
+        for i, m in enumerate(status.members):
+            marks = "; ".join(f"{p}: {checkpoints.get(p) or '-'}" for p in m.partitions)
+            table.add_row(name if i == 0 else "", generation if i == 0 else "", m.pod,
+                          ", ".join(map(str, m.partitions)) or "standby",
+                          "-" if m.acked is None else str(m.acked), marks)  # fmt: skip
+        if status.unassigned:
+            table.add_row("", "", "(unassigned)", ", ".join(map(str, status.unassigned)), "", "")
     return table
 
 
-def _expansions_table(expansions: list[Mapping[str, Any]]) -> Table:
+def _expansions_table(expansions: list[OrderedTopicExpansion]) -> Table:
     from rich.table import Table
 
     table = Table(title="OrderedTopicExpansions", title_justify="left")
     for column in ("expansion", "topic", "from → to", "phase", "epoch", "took", "message"):
         table.add_column(column)
     for x in expansions:
-        meta, spec, status = x.get("metadata") or {}, x.get("spec") or {}, x.get("status") or {}
-        took = status.get("durationSeconds")
+        status = x.status or OrderedTopicExpansionStatus()
+        took = status.duration_seconds
         table.add_row(
-            f"{meta.get('namespace')}/{meta.get('name')}", spec.get("topic", ""),
-            f"{status.get('fromPartitions', '?')} → {spec.get('partitions')}", status.get("phase", "Pending"),
-            str(status.get("epoch", "-")), "-" if took is None else f"{took:.1f} s",
-            status.get("message", ""),
+            f"{x.metadata.get('namespace')}/{x.metadata.get('name')}", x.spec.topic,
+            f"{status.from_partitions or '?'} → {x.spec.partitions}", status.phase.value,
+            "-" if status.epoch is None else str(status.epoch), "-" if took is None else f"{took:.1f} s",
+            status.message,
         )  # fmt: skip
     return table
 
 
-def _topics_table(histories: Mapping[str, Mapping[str, Any]]) -> Table:
+def _topics_table(histories: Mapping[str, EpochHistory]) -> Table:
     from rich.table import Table
 
     table = Table(title="topics (epoch log)", title_justify="left")
     for column in ("topic", "epoch", "partitions", "state", "thresholds"):
         table.add_column(column)
     for topic, history in sorted(histories.items()):
-        epochs = history.get("epochs") or []
+        epochs = history.epochs
         for i, e in enumerate(epochs):
-            thresholds = ", ".join(f"{p}@{o}" for p, o in sorted((e.get("thresholds") or {}).items()))
-            table.add_row(topic if i == 0 else "", str(e.get("epoch")), str(e.get("partitions")),
+            thresholds = ", ".join(f"{p}@{o}" for p, o in sorted(e.thresholds.items()))
+            table.add_row(topic if i == 0 else "", str(e.epoch), str(e.partitions),
                           _epoch_state(e, epochs[i + 1 :]), thresholds or "-")  # fmt: skip
     return table
 
 
-def _epoch_state(epoch: Mapping[str, Any], later: list[Mapping[str, Any]]) -> str:
+def _epoch_state(epoch: Epoch, later: Sequence[Epoch]) -> str:
     """An epoch's state as producers see it: an active epoch followed by a newer active one is
     superseded (its gates still hold until consumers pass them)."""
-    state = str(epoch.get("state"))
-    newer = next((e for e in later if e.get("state") == "active"), None)
-    if state == "active" and newer is not None:
-        return f"superseded by {newer.get('epoch')}"
-    return state
+    newer = next((e for e in later if e.state == EpochState.ACTIVE), None)
+    if epoch.state == EpochState.ACTIVE and newer is not None:
+        return f"superseded by {newer.epoch}"
+    return epoch.state.value
 
 
-def _gates_table(found: list[Gate]) -> Table:
+def _gates_table(found: list[GateWait]) -> Table:
     from rich.table import Table
 
     table = Table(title="gates: a partition's records of an epoch wait for", title_justify="left")

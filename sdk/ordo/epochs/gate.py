@@ -53,6 +53,11 @@ class GateKeeper:
         """Progress needed (partition → offset) before a record of ``epoch`` in ``partition``."""
         return self._requirements(partition, self._index[epoch])
 
+    def unmet(self, partition: int, epoch: int, progress: Mapping[int, int]) -> dict[int, int]:
+        """The requirements of a record of ``epoch`` in ``partition`` that ``progress`` (per
+        partition, the offset up to which every record is processed) leaves unmet."""
+        return _unmet(self.requirements(partition, epoch), progress)
+
     def _requirements(self, q: int, j: int) -> dict[int, int]:
         """Where a key of partition ``q`` in epoch ``j`` may have been, with thresholds: in epoch
         j's old partitions p ≡ q (mod g), g = gcd(old, new) (its prior set and q itself), and
@@ -130,13 +135,17 @@ class GateKeeper:
         waiting = unmet.get(key) if unmet is not None else None
         if waiting is None:
             requirements = self._requirements(partition, j)
-            waiting = {p: t for p, t in requirements.items() if progress.get(p, 0) < t}
+            waiting = _unmet(requirements, progress)
             if unmet is not None:
                 unmet[key] = waiting
         # the record's own partition is read in order: everything before `offset` is done
         if waiting.get(partition, offset + 1) <= offset:
             waiting = {p: t for p, t in waiting.items() if p != partition}
         return Gate(partition, offset, entry.epoch, waiting)
+
+
+def _unmet(requirements: Mapping[int, int], progress: Mapping[int, int]) -> dict[int, int]:
+    return {p: t for p, t in requirements.items() if progress.get(p, 0) < t}
 
 
 def _raise(needed: dict[int, int], partition: int, offset: int) -> None:
