@@ -42,22 +42,15 @@ def kubectl(kube: Kube, *args: str, stdin: str | None = None) -> subprocess.Comp
     )  # fmt: skip
 
 
-def in_namespace(text: str, namespace: str) -> str:
-    """setup.yaml with its namespace (data) replaced by the test's, nothing else changed."""
-    documents = list(yaml.safe_load_all(text))
-    for document in documents:
-        assert document["metadata"]["namespace"] == "data"
-        document["metadata"]["namespace"] = namespace
-        for subject in document.get("subjects", []):
-            subject["namespace"] = namespace
-    return yaml.safe_dump_all(documents)
-
-
 def test_setup_applies_and_the_account_may_run_spark(kube: Kube) -> None:
-    setup = in_namespace((MANIFESTS / "setup.yaml").read_text(), kube.namespace)
-    applied = kubectl(kube, "apply", "-f", "-", stdin=setup)
+    """As spark_apps/README.md applies it: ``kubectl apply -f setup.yaml -n <namespace>``."""
+    setup = (MANIFESTS / "setup.yaml").read_text()
+    applied = kubectl(kube, "apply", "-f", str(MANIFESTS / "setup.yaml"), "-n", kube.namespace)
     assert applied.returncode == 0, applied.stderr
-    wait_rbac_effective(kube.api, list(yaml.safe_load_all(setup)))  # the authorizer lags the apply
+    objects = [
+        {**o, "metadata": {**o["metadata"], "namespace": kube.namespace}} for o in yaml.safe_load_all(setup)
+    ]
+    wait_rbac_effective(kube.api, objects)  # the authorizer lags the apply
     accounts = {
         yaml.safe_load(m.read_text())["spec"]["driver"]["serviceAccount"] for m in MANIFESTS.glob("*-*.yaml")
     }

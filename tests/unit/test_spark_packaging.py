@@ -19,7 +19,8 @@ import yaml
 ROOT = Path(__file__).parents[2]
 APPS = ROOT / "spark_apps"
 SETUP = APPS / "manifests" / "setup.yaml"
-MANIFESTS = sorted(m for m in (APPS / "manifests").glob("*.yaml") if m != SETUP)  # SparkApplications
+KUSTOMIZATION = APPS / "manifests" / "kustomization.yaml"
+MANIFESTS = sorted(m for m in (APPS / "manifests").glob("*.yaml") if m not in (SETUP, KUSTOMIZATION))
 
 # The v1beta2 SparkApplication fields (github.com/kubeflow/spark-operator api/v1beta2): spec needs
 # type, sparkVersion, mainApplicationFile, driver and executor; enums and minimums as the CRD has them.
@@ -180,15 +181,19 @@ WRITERS: dict[str, dict[str, tuple[str, ...]]] = {
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_the_driver_runs_as_an_account_setup_creates_with_what_spark_needs(path: Path) -> None:
+    """In the namespace ``kubectl apply -n`` gives them all: no object names one, and the
+    RoleBinding's subject is the ServiceAccount of its own namespace (RBAC's default for a
+    RoleBinding's ServiceAccount subject without one)."""
     app = _load(path)
-    namespace, account = app["metadata"]["namespace"], app["spec"]["driver"]["serviceAccount"]
+    account = app["spec"]["driver"]["serviceAccount"]
     objects = _setup()
-    assert objects[("ServiceAccount", account)]["metadata"]["namespace"] == namespace
+    assert "namespace" not in app["metadata"]
+    assert all("namespace" not in o["metadata"] for o in objects.values())
+    assert ("ServiceAccount", account) in objects
     granted: dict[str, set[str]] = {}
     for (kind, _), binding in objects.items():
         subjects = binding.get("subjects", []) if kind == "RoleBinding" else []
-        if {"kind": "ServiceAccount", "name": account, "namespace": namespace} in subjects:
-            assert binding["metadata"]["namespace"] == namespace
+        if {"kind": "ServiceAccount", "name": account} in subjects:
             role = objects[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
             for rule in role["rules"]:
                 if "" in rule["apiGroups"]:
@@ -221,7 +226,6 @@ def test_the_jobs_write_to_volumes_the_image_can_write(path: Path) -> None:
             assert mount is not None, f"{argument}={where} is on no volume of the {role}"
             claim = volumes[mounts[mount]]
             assert claim in claims, f"{claim} is not created by setup.yaml"
-            assert claims[claim]["metadata"]["namespace"] == app["metadata"]["namespace"]
             assert pod["podSecurityContext"]["fsGroup"] == _image_uid(), f"the {role} may not write {mount}"
             if role == "executor" and "ReadWriteMany" not in claims[claim]["spec"]["accessModes"]:
                 terms = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -253,6 +257,14 @@ def test_the_s3_recipe_matches_the_images_hadoop() -> None:
     assert recipe == {hadoop.group(1)}
 
 
+def test_the_kustomization_applies_every_manifest_in_any_namespace() -> None:
+    """``kubectl apply -k spark_apps/manifests -n X``: every file, and no namespace set (kubectl
+    refuses -n for objects that name another one)."""
+    kustomization = _load(KUSTOMIZATION)
+    assert "namespace" not in kustomization
+    assert sorted(kustomization["resources"]) == sorted(p.name for p in [SETUP, *MANIFESTS])
+
+
 def test_there_is_a_manifest_per_job() -> None:
     files = {_load(m)["spec"]["mainApplicationFile"].rsplit("/", 1)[-1] for m in MANIFESTS}
     assert files == {p.name for p in (APPS / "jobs").glob("*.py")}
@@ -270,7 +282,8 @@ def test_manifest_has_what_the_spark_operator_requires(path: Path) -> None:
         pod = spec[role]
         assert pod["cores"] >= 1 and pod["memory"], f"{role} resources"
         secrets = [source["secretRef"]["name"] for source in pod.get("envFrom", []) if "secretRef" in source]
-        assert secrets == ["kafka-client"], f"{role} gets the Kafka credentials from the Secret"
+        # not the ProducerGroup's kafka-client (README), whose keys are another shape
+        assert secrets == ["ordo-spark-kafka"], f"{role} gets the Kafka settings from the Secret"
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
@@ -304,8 +317,17 @@ def test_the_schema_check_can_fail(change: Any) -> None:
         jsonschema.validate(manifest, SPARK_APPLICATION)
 
 
+def _arg_defaults() -> dict[str, str]:
+    return dict(args.split("=", 1) for word, args in _instructions() if word == "ARG" and "=" in args)
+
+
 def test_dockerfile_bases_are_pinned_and_slim() -> None:
-    bases = [args.split()[0] for word, args in _instructions() if word == "FROM"]
+    defaults = _arg_defaults()
+    bases = [
+        re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], args.split()[0])
+        for word, args in _instructions()
+        if word == "FROM"
+    ]
     for base in bases:
         tag = base.partition(":")[2]
         assert "@sha256:" in base or re.match(r"^\d+\.\d+\.\d+", tag), f"{base} is not pinned to a version"
@@ -323,9 +345,9 @@ def test_dockerfile_installs_ordo_from_the_repository() -> None:
     copied = {args.split()[0] for word, args in steps if word == "COPY" and "--from" not in args}
     assert {"pyproject.toml", "sdk", "spark_apps"} <= copied
     runs = [args for word, args in steps if word == "RUN"]
-    assert any("pip wheel" in run and run.rstrip().endswith(" .") for run in runs), "a wheel of this repo"
+    assert any(re.search(r"pip wheel [^&]* \.(\s|$)", run) for run in runs), "a wheel of this repo"
     installs = [shlex.split(run) for run in runs if "pip install" in run]
-    assert any("ordo-kafka-spark==0.1.0" in words for words in installs)
+    assert any("/wheels/ordo_kafka_spark-*.whl" in words for words in installs)  # the wheel built here
     assert all("--no-cache-dir" in words for words in installs)
     assert any("rm -rf /var/lib/apt/lists/*" in run for run in runs if "apt-get install" in run)
 
