@@ -7,9 +7,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ordo.api import KafkaAuthentication, KafkaTls
+from ordo.connection import InvalidConnectionError, librdkafka_config, mounted_secrets
 from ordo.epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 
-__all__ = ["OperatorConfig"]
+__all__ = ["DEFAULT_SECRETS_DIR", "OperatorConfig"]
+
+DEFAULT_SECRETS_DIR = "/etc/ordo/kafka-secrets"  # where the chart mounts the default Kafka's Secrets
 
 
 @dataclass(frozen=True)
@@ -17,7 +21,13 @@ class OperatorConfig:
     kafka_bootstrap: str | None = None
     """Default Kafka for resources without ``spec.kafka``."""
     kafka_options: dict[str, Any] = field(default_factory=dict)
-    """Default librdkafka options (credentials come from the operator's mounted Secret env)."""
+    """Default librdkafka options, raw (the escape hatch: ``kafka.options`` and ``kafka.secret``)."""
+    kafka_authentication: KafkaAuthentication | None = None
+    """The default Kafka's authentication, Strimzi's shape (``kafka.authentication``)."""
+    kafka_tls: KafkaTls | None = None
+    """The default Kafka's TLS (``kafka.tls``)."""
+    kafka_secrets_dir: str = DEFAULT_SECRETS_DIR
+    """Where the Secrets that authentication and tls name are mounted, one folder each."""
     epoch_topic: str = DEFAULT_EPOCH_TOPIC
     registry_topic: str = DEFAULT_REGISTRY_TOPIC
     max_partitions: int = 100_000
@@ -47,9 +57,19 @@ class OperatorConfig:
         for name, value in env.items():  # ORDO_KAFKA_SASL_PASSWORD=… → sasl.password (from a Secret)
             if name.startswith("ORDO_KAFKA_OPT_"):
                 options[name.removeprefix("ORDO_KAFKA_OPT_").lower().replace("_", ".")] = value
+        try:  # the chart writes these from kafka.authentication and kafka.tls
+            authentication = _json_model(KafkaAuthentication, env.get("ORDO_KAFKA_AUTHENTICATION"))
+            tls = _json_model(KafkaTls, env.get("ORDO_KAFKA_TLS"))
+        except ValueError as error:
+            raise InvalidConnectionError(
+                f"the operator's default Kafka (chart values kafka.authentication, kafka.tls): {error}"
+            ) from None
         return cls(
             kafka_bootstrap=env.get("ORDO_KAFKA_BOOTSTRAP") or None,
             kafka_options=options,
+            kafka_authentication=authentication,
+            kafka_tls=tls,
+            kafka_secrets_dir=env.get("ORDO_KAFKA_SECRETS_DIR") or DEFAULT_SECRETS_DIR,
             epoch_topic=env.get("ORDO_EPOCH_TOPIC", DEFAULT_EPOCH_TOPIC),
             registry_topic=env.get("ORDO_REGISTRY_TOPIC", DEFAULT_REGISTRY_TOPIC),
             max_partitions=int(env.get("ORDO_MAX_PARTITIONS", "100000")),
@@ -59,3 +79,19 @@ class OperatorConfig:
             straggler_margin_seconds=float(env.get("ORDO_STRAGGLER_MARGIN_SECONDS", "5")),
             max_workers=int(env.get("ORDO_MAX_WORKERS", "1024")),
         )
+
+    def kafka_config(self) -> dict[str, str]:
+        """librdkafka settings for the default Kafka (its Secrets read from the mounted folder);
+        raises InvalidConnectionError naming the chart value at fault."""
+        return librdkafka_config(
+            self.kafka_bootstrap or "",
+            self.kafka_authentication,
+            self.kafka_tls,
+            {k: str(v) for k, v in self.kafka_options.items()},
+            secrets=mounted_secrets(self.kafka_secrets_dir),
+            where="the operator's default Kafka: kafka",
+        )
+
+
+def _json_model(model: type[KafkaAuthentication] | type[KafkaTls], text: str | None) -> Any:
+    return model.model_validate_json(text) if text else None

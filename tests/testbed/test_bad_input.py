@@ -208,6 +208,21 @@ def _missing_secret_expansion(world: World) -> None:
     )
 
 
+def _strimzi_secret_as_raw_options(world: World) -> None:
+    """A Strimzi KafkaUser Secret given where raw librdkafka options go: refused, naming the field."""
+    import kubernetes
+
+    kubernetes.client.CoreV1Api(world.api).create_namespaced_secret(
+        world.namespace,
+        {"metadata": {"name": "strimzi-user"}, "stringData": {"password": "x", "sasl.jaas.config": "y"}},
+    )
+    kafka = {"bootstrapServers": world.bootstrap, "secretRef": {"name": "strimzi-user"}}
+    _failed_expansion(
+        world, world.topic(3), 6, "InvalidKafkaConnection",
+        "passwordSecret: {secretName: strimzi-user, password: password}} instead of secretRef", kafka=kafka,
+    )  # fmt: skip
+
+
 def _credentials_in_expansion(world: World) -> None:
     topic = world.topic(3)
     world.expansions.create(
@@ -215,7 +230,7 @@ def _credentials_in_expansion(world: World) -> None:
     )
     status = wait_for(lambda: world.expansions.status("leaky").get("phase") == "Failed", 60, "Failed")
     assert status
-    assert "credentials must come from secretRef" in world.expansions.status("leaky")["message"]
+    assert "credentials must come from a Secret" in world.expansions.status("leaky")["message"]
     wait_for(lambda: "InvalidSpec" in world.events_of("leaky"), 15, "an InvalidSpec event")
     assert world.count(topic) == 3
 
@@ -233,16 +248,22 @@ OPERATOR_CASES: dict[str, Callable[[World], None]] = {
     "expansion: above the maximum": lambda w: _failed(w, 3, 65, "TooManyPartitions", "maximum of 64"),
     "expansion: unknown topic": lambda w: _failed(w, None, 6, "TopicNotFound", "does not exist"),
     "expansion: missing Secret": _missing_secret_expansion,
+    "expansion: a Strimzi Secret as raw options": _strimzi_secret_as_raw_options,
     "expansion: a second one of a topic to the same count": _second_expansion_to_the_same_count,
     "group: selector matching nothing": lambda w: _degraded_group(w, "NoMembers", "matches no pod"),
     "group: credentials in kafka.config": lambda w: _degraded_group(
-        w, "InvalidSpec", "credentials must come from secretRef",
+        w, "InvalidSpec", "credentials must come from a Secret",
         kafka={"bootstrapServers": w.bootstrap, "config": {"sasl.password": "x"}},
     ),
     "expansion: credentials in kafka.config": _credentials_in_expansion,
     "group: missing Secret": lambda w: _degraded_group(
         w, "InvalidKafkaConnection", "'absent-secret' not found",
         kafka={"bootstrapServers": w.bootstrap, "secretRef": {"name": "absent-secret"}},
+    ),
+    "group: the Secret its passwordSecret names is missing": lambda w: _degraded_group(
+        w, "InvalidKafkaConnection", "authentication.passwordSecret: Secret 'absent-user' not found",
+        kafka={"bootstrapServers": w.bootstrap, "authentication": {"type": "scram-sha-512", "username": "u",
+               "passwordSecret": {"secretName": "absent-user", "password": "password"}}},
     ),
 }  # fmt: skip
 

@@ -109,6 +109,37 @@ GOOD = [
     ),
     (OrderedTopicExpansion, _ote()),
     (OrderedTopicExpansion, _ote(fenceTimeoutSeconds=5, kafka={"bootstrapServers": "[::1]:9092"})),
+    (
+        OrderedTopicExpansion,  # Strimzi's shape: a KafkaUser's Secret and the cluster CA's as they are
+        _ote(
+            kafka={
+                "bootstrapServers": "my-cluster-kafka-bootstrap.kafka:9093",
+                "authentication": {
+                    "type": "scram-sha-512",
+                    "username": "ordo",
+                    "passwordSecret": {"secretName": "ordo", "password": "password"},
+                },
+                "tls": {
+                    "trustedCertificates": [
+                        {"secretName": "my-cluster-cluster-ca-cert", "certificate": "ca.crt"}
+                    ]
+                },
+            }
+        ),
+    ),
+    (
+        ProducerGroup,
+        _pg(
+            kafka={
+                "bootstrapServers": "k:9093",
+                "authentication": {
+                    "type": "tls",
+                    "certificateAndKey": {"secretName": "ordo", "certificate": "user.crt", "key": "user.key"},
+                },
+                "tls": {},
+            }
+        ),
+    ),
 ]
 
 BAD = [
@@ -124,6 +155,16 @@ BAD = [
     (OrderedTopicExpansion, _ote(partitions="many"), "partitions"),
     (OrderedTopicExpansion, _ote(topic=""), "topic"),
     (OrderedTopicExpansion, _ote(fenceTimeoutSeconds=0), "fenceTimeoutSeconds"),
+    (
+        OrderedTopicExpansion,
+        _ote(kafka={"bootstrapServers": "k:9093", "authentication": {"type": "gssapi"}}),
+        "type",
+    ),
+    (
+        OrderedTopicExpansion,
+        _ote(kafka={"bootstrapServers": "k:9093", "tls": {"trustedCertificates": [{"secretName": "c"}]}}),
+        "certificate",
+    ),
 ]
 
 
@@ -164,7 +205,8 @@ def test_an_empty_selector_is_refused_by_the_model_as_by_the_crds_cel_rule(selec
 
 def test_credentials_in_kafka_config_are_refused() -> None:
     with pytest.raises(
-        ValidationError, match=r"credentials must come from secretRef, not config: sasl\.password"
+        ValidationError,
+        match=r"credentials must come from a Secret \(authentication, or secretRef\), not config: sasl\.password",
     ):
         KafkaConnection.model_validate({"bootstrapServers": "k:9092", "config": {"sasl.password": "x"}})
     ok = KafkaConnection.model_validate(

@@ -1,4 +1,5 @@
-"""Shapes shared by ordo's custom resources: conditions, label selectors, the Kafka connection."""
+"""Shapes shared by ordo's custom resources: conditions, label selectors, CEL rules (the Kafka
+connection is :mod:`ordo.api.kafka`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -15,13 +16,11 @@ __all__ = [
     "API_VERSION",
     "Condition",
     "CrdInfo",
-    "KafkaConnection",
     "LabelSelector",
     "LabelSelectorRequirement",
     "Model",
     "PrinterColumn",
     "Resource",
-    "SecretRef",
     "Validation",
     "set_condition",
 ]
@@ -32,10 +31,6 @@ API_VERSION: Literal["ordo.dev/v1alpha1"] = "ordo.dev/v1alpha1"
 
 TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-BOOTSTRAP_PATTERN = r"^[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5}(,[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5})*$"
-# librdkafka options that carry credentials: they belong in a Secret, never in a CR.
-SECRET_OPTION_MARKERS = ("password", "secret", "sasl.username", "ssl.key.pem", "ssl.keystore", "token")
 
 
 class Model(BaseModel):
@@ -145,36 +140,6 @@ class LabelSelector(Model):
             if not ok:
                 return False
         return True
-
-
-class SecretRef(Model):
-    name: str = Field(
-        pattern=DNS_SUBDOMAIN_PATTERN,
-        max_length=253,
-        description="Secret in the resource's namespace whose keys are librdkafka options "
-        "(e.g. sasl.username, sasl.password, ssl.ca.pem), merged over `config`.",
-    )
-
-
-class KafkaConnection(Model):
-    """How the operator reaches Kafka. Credentials come only from the Secret."""
-
-    bootstrap_servers: str = Field(
-        pattern=BOOTSTRAP_PATTERN, description="Comma-separated host:port list of Kafka brokers."
-    )
-    secret_ref: SecretRef | None = Field(default=None, description="Secret holding credentials and TLS.")
-    config: dict[str, str] = Field(
-        default_factory=dict,
-        description="Non-secret librdkafka options, e.g. security.protocol, sasl.mechanism.",
-    )
-
-    @field_validator("config")
-    @classmethod
-    def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
-        leaked = sorted(k for k in value if any(marker in k for marker in SECRET_OPTION_MARKERS))
-        if leaked:
-            raise ValueError(f"credentials must come from secretRef, not config: {', '.join(leaked)}")
-        return value
 
 
 class PrinterColumn(BaseModel):

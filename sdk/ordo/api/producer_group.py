@@ -12,13 +12,13 @@ from .common import (
     TOPIC_PATTERN,
     Condition,
     CrdInfo,
-    KafkaConnection,
     LabelSelector,
     Model,
     PrinterColumn,
     Resource,
     Validation,
 )
+from .kafka import KafkaConnection
 
 __all__ = [
     "MAX_SESSION_TIMEOUT_SECONDS",

@@ -11,12 +11,12 @@ from .common import (
     TOPIC_PATTERN,
     Condition,
     CrdInfo,
-    KafkaConnection,
     Model,
     PrinterColumn,
     Resource,
     Validation,
 )
+from .kafka import KafkaConnection
 
 __all__ = [
     "ExpansionPhase",
