@@ -16,7 +16,13 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from ordo.api import API_GROUP, Condition, ExpansionPhase, OrderedTopicExpansion
+from ordo.api import (
+    API_GROUP,
+    Condition,
+    ExpansionPhase,
+    OrderedTopicExpansion,
+    OrderedTopicExpansionStatus,
+)
 from ordo.api.common import VERSION, set_condition
 
 from . import metrics
@@ -51,34 +57,39 @@ RETRY_SECONDS = 2.0  # after a pass failed (Kafka unavailable, a request timed o
 _log = logging.getLogger(__name__)
 
 
-def _state(status: dict[str, Any]) -> ExpansionState:
-    thresholds = status.get("thresholds") or None
+def _state(status: OrderedTopicExpansionStatus) -> ExpansionState:
     return ExpansionState(
-        phase=ExpansionPhase(status.get("phase") or ExpansionPhase.PENDING),
-        epoch=status.get("epoch"),
-        from_partitions=status.get("fromPartitions"),
-        to_partitions=status.get("toPartitions"),
-        thresholds={int(p): int(o) for p, o in thresholds.items()} if thresholds else None,
+        phase=status.phase,
+        epoch=status.epoch,
+        from_partitions=status.from_partitions,
+        to_partitions=status.to_partitions,
+        thresholds={int(p): o for p, o in status.thresholds.items()} or None,
     )
 
 
-def _status_of(state: ExpansionState) -> dict[str, Any]:
-    status: dict[str, Any] = {
-        "phase": state.phase.value,
+def _with_step(
+    status: OrderedTopicExpansionStatus, step: Step, generation: int | None
+) -> OrderedTopicExpansionStatus:
+    """``status`` showing ``step``: its state, message and conditions."""
+    state = step.state
+    shown: dict[str, Any] = {
+        "phase": state.phase,
         "epoch": state.epoch,
-        "fromPartitions": state.from_partitions,
-        "toPartitions": state.to_partitions,
+        "from_partitions": state.from_partitions,
+        "to_partitions": state.to_partitions,
+        "message": step.message,
+        "observed_generation": generation,
+        "conditions": _conditions(status.conditions, step, generation),
     }
     if state.thresholds is not None:
-        status["thresholds"] = {str(p): o for p, o in sorted(state.thresholds.items())}
-    return status
+        shown["thresholds"] = {str(p): o for p, o in sorted(state.thresholds.items())}
+    return status.model_copy(update=shown)
 
 
-def _conditions(existing: list[Any], step: Step, generation: int | None) -> list[dict[str, Any]]:
-    conditions = [Condition.model_validate(c) for c in existing]
+def _conditions(existing: list[Condition], step: Step, generation: int | None) -> list[Condition]:
     phase = step.state.phase
     conditions = set_condition(
-        conditions, "Ready", phase == ExpansionPhase.COMPLETED, step.reason, step.message, generation
+        existing, "Ready", phase == ExpansionPhase.COMPLETED, step.reason, step.message, generation
     )
     conditions = set_condition(
         conditions,
@@ -88,7 +99,7 @@ def _conditions(existing: list[Any], step: Step, generation: int | None) -> list
         step.message,
         generation,
     )
-    conditions = set_condition(
+    return set_condition(
         conditions,
         "Failed",
         phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED),
@@ -96,7 +107,6 @@ def _conditions(existing: list[Any], step: Step, generation: int | None) -> list
         step.message,
         generation,
     )
-    return [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]
 
 
 def _world(
@@ -204,23 +214,8 @@ def register(settings: OperatorConfig) -> None:
         if meta.get("deletionTimestamp"):
             return  # being deleted: undo_on_delete decides what is left to do
         driver = _ExpansionDriver.start(settings, namespace, name, body, meta)
-        if driver is None:
-            return
-        topic = driver.spec.topic
-        with _driving_lock:
-            _driving[topic] = _driving.get(topic, 0) + 1
-        try:
-            while not stopped:
-                wait = driver.step(expansions_by_topic)
-                if wait is None:
-                    return
-                if wait.on_registry:
-                    driver.side.registry.wait_for_change(wait.seconds)  # an acknowledgement wakes us at once
-                else:
-                    stopped.wait(wait.seconds)
-        finally:
-            with _driving_lock:
-                _driving[topic] -= 1
+        if driver is not None:
+            driver.run(stopped, expansions_by_topic)
 
     @kopf.on.delete(API_GROUP, VERSION, PLURAL, id="undo_on_delete")  # type: ignore[arg-type]
     @metrics.count_errors
@@ -282,14 +277,14 @@ class _ExpansionDriver:
         self.resource, self.spec, self.side = resource, resource.spec, side
         self.me, self.created = f"{namespace}/{name}", meta.get("creationTimestamp", "")
         self.guard = _guard(self.me)
-        self.status = dict(body.get("status") or {})
+        self.status = resource.status or OrderedTopicExpansionStatus()
         self.state = _state(self.status)
-        self.started: float | None = _parse_time(self.status.get("startedAt"))
+        self.started = _seconds(self.status.started_at)
         # an expansion begun by an operator that fenced first has startedAt only: that was the fence
-        self.fenced = _parse_time(self.status.get("fencedAt")) or (
+        self.fenced = _seconds(self.status.fenced_at) or (
             self.started if self.state.phase in _FENCED else None
         )
-        self.last_reason = self.status.get("reason")
+        self.last_reason: str | None = None
         self.begun = time.time()
         self.timer = metrics.ExpansionTimer(namespace, name)
 
@@ -304,23 +299,41 @@ class _ExpansionDriver:
             first = error.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
             message = f"{where}: {first['msg']}; nothing was changed"
-            patch_status(PLURAL, namespace, name, {"phase": ExpansionPhase.FAILED.value, "message": message})
+            failed = OrderedTopicExpansionStatus(phase=ExpansionPhase.FAILED, message=message)
+            patch_status(PLURAL, namespace, name, failed)
             kopf.event(body, type="Warning", reason="InvalidSpec", message=message)
             metrics.record_expansion_phase(namespace, name, ExpansionPhase.FAILED.value, time.time())
             return None
-        status = dict(body.get("status") or {})
-        ended = _state(status).phase
-        if ended in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
-            metrics.record_expansion_phase(namespace, name, ended.value, _ended_at(status))
+        status = resource.status or OrderedTopicExpansionStatus()
+        if status.phase in (ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED):
+            metrics.record_expansion_phase(namespace, name, status.phase.value, _ended_at(status))
             return None
         try:
             side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
         except KafkaConnectionError as error:
             step = Step(ExpansionState(ExpansionPhase.FAILED), None, "InvalidKafkaConnection", str(error))
-            _record(body, namespace, name, status, step, resource)
+            _record(body, namespace, name, status, None, step, resource)
             metrics.ExpansionTimer(namespace, name).finish(step.state.phase.value)
             return None
         return cls(settings, namespace, name, body, meta, resource, side)
+
+    def run(self, stopped: kopf.DaemonStopped, index: kopf.Index[str, tuple[str, str, str, str]]) -> None:
+        """Pass after pass until the expansion ends, is deleted or the daemon is stopped."""
+        topic = self.spec.topic
+        with _driving_lock:
+            _driving[topic] = _driving.get(topic, 0) + 1
+        try:
+            while not stopped:
+                wait = self.step(index)
+                if wait is None:
+                    return
+                if wait.on_registry:
+                    self.side.registry.wait_for_change(wait.seconds)  # an acknowledgement wakes us at once
+                else:
+                    stopped.wait(wait.seconds)
+        finally:
+            with _driving_lock:
+                _driving[topic] -= 1
 
     def step(self, index: kopf.Index[str, tuple[str, str, str, str]]) -> _Wait | None:
         """One pass; how long to wait before the next, or None when the expansion ended (or was
@@ -343,17 +356,17 @@ class _ExpansionDriver:
         now = time.time()
         if step.state.phase != ExpansionPhase.PENDING and self.started is None:
             self.started = now
-            status["startedAt"] = _format_time(now)
+            status.started_at = datetime.fromtimestamp(now, UTC)
         if step.state.phase == ExpansionPhase.FENCING and self.fenced is None:
             self.fenced = now
-            status["fencedAt"] = _format_time(now)
+            status.fenced_at = datetime.fromtimestamp(now, UTC)
         if step.state.phase == ExpansionPhase.EXPANDING and self.state.phase == ExpansionPhase.FENCING:
-            status["fenceWaitSeconds"] = round(now - (self.fenced or now), 3)
-            metrics.record_fence(len(world.producers), status["fenceWaitSeconds"])
+            status.fence_wait_seconds = round(now - (self.fenced or now), 3)
+            metrics.record_fence(len(world.producers), status.fence_wait_seconds)
         if step.terminal:
-            status["durationSeconds"] = round(now - (self.started or self.begun), 3)
+            status.duration_seconds = round(now - (self.started or self.begun), 3)
             if self.fenced is not None:
-                status["pausedSeconds"] = round(now - self.fenced, 3)
+                status.paused_seconds = round(now - self.fenced, 3)
         if (step.state, step.reason) != (self.state, self.last_reason) or step.terminal:
             self._record(step)  # recorded before the effect
             self.last_reason = step.reason
@@ -377,13 +390,20 @@ class _ExpansionDriver:
             return _Wait(0.0)
         return _Wait(step.requeue, on_registry=step.state.phase == ExpansionPhase.FENCING)
 
-    def _record(self, step: Step) -> None:
-        _record(self.body, self.namespace, self.name, self.status, step, self.resource)
+    def _record(self, step: Step, announce: bool = False) -> None:
+        self.status = _record(
+            self.body, self.namespace, self.name, self.status, self.last_reason, step, self.resource, announce
+        )
 
     def _retry(self, doing: str, error: Exception) -> None:
-        self.last_reason = _retry(
-            self.body, self.namespace, self.name, self.status, self.state, self.resource, doing, error
-        )
+        """A failed pass: say so in the Progressing condition and a Warning Event; the caller
+        retries the pass (every step is idempotent)."""
+        metrics.record_error(metrics.error_kind(error))
+        message = f"{doing} failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
+        _log.warning("%s/%s: %s", self.namespace, self.name, message)
+        if self.status.message != message:  # a new cause is news even while already retrying
+            self._record(Step(self.state, None, "Retrying", message), announce=True)
+        self.last_reason = "Retrying"
 
 
 def _undo(settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) -> None:
@@ -392,12 +412,11 @@ def _undo(settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) 
     guard = _guard(f"{namespace}/{name}")
     with guard.lock:
         guard.deleted = True  # a daemon pass that follows does nothing
-        status = dict(body.get("status") or {})
-        state = _state(status)
         try:
             resource = OrderedTopicExpansion.model_validate(dict(body))
         except ValidationError:
             return  # refused when created: it never fenced anything
+        state = _state(resource.status or OrderedTopicExpansionStatus())
         topic = resource.spec.topic
         try:
             side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
@@ -431,19 +450,19 @@ def _check_partitions(
     the partitions the epoch knows; partitions added outside ordo turn PartitionsInSync False,
     with a Warning Event (gated consumers hold their records until an epoch covers them)."""
     resource = OrderedTopicExpansion.model_validate(dict(body))
-    status = dict(body.get("status") or {})
+    status = resource.status or OrderedTopicExpansionStatus()
     topic = resource.spec.topic
     try:
         side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
         judged = partitions_in_sync(
-            topic, status.get("epoch"), side.partition_count(topic), side.epochs.history(topic), expanding
+            topic, status.epoch, side.partition_count(topic), side.epochs.history(topic), expanding
         )
     except Exception as error:  # Kafka unreachable now: the next check tries again
         _log.warning("%s/%s: partitions of %s not checked: %s", namespace, name, topic, error)
         return
     if judged is None:
         return
-    conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
+    conditions = status.conditions
     before = next((c for c in conditions if c.type == "PartitionsInSync"), None)
     if before is not None and (before.status == "True") == judged.status and before.message == judged.message:
         return
@@ -451,10 +470,7 @@ def _check_partitions(
     conditions = set_condition(
         conditions, "PartitionsInSync", judged.status, judged.reason, judged.message, generation
     )
-    patch_status(
-        PLURAL, namespace, name,
-        {"conditions": [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]},
-    )  # fmt: skip
+    patch_status(PLURAL, namespace, name, OrderedTopicExpansionStatus(conditions=conditions))
     if not judged.status:
         _log.warning("%s/%s: %s", namespace, name, judged.message)
         kopf.event(body, type="Warning", reason=judged.reason, message=judged.message)
@@ -464,60 +480,29 @@ def _record(
     body: kopf.Body,
     namespace: str,
     name: str,
-    status: dict[str, Any],
+    status: OrderedTopicExpansionStatus,
+    reason: str | None,
     step: Step,
     resource: OrderedTopicExpansion,
     announce: bool = False,
-) -> None:
-    """Patch status from ``step``; an Event when the phase or reason changes, or ``announce``."""
-    previous = (status.get("phase"), status.get("reason"))
-    status.update(_status_of(step.state))
-    status["reason"] = step.reason
-    status["message"] = step.message
-    status["observedGeneration"] = resource.metadata.get("generation")
-    status["conditions"] = _conditions(
-        status.get("conditions") or [], step, resource.metadata.get("generation")
-    )
-    patch_status(PLURAL, namespace, name, {k: v for k, v in status.items() if k != "reason"})
-    if announce or previous != (status["phase"], step.reason):
+) -> OrderedTopicExpansionStatus:
+    """Patch status from ``step`` and return it as written; an Event when the phase or the reason
+    (``reason``: the last step's) changes, or ``announce``."""
+    previous = (status.phase, reason)
+    status = _with_step(status, step, resource.metadata.get("generation"))
+    patch_status(PLURAL, namespace, name, status)
+    if announce or previous != (status.phase, step.reason):
         failed = step.state.phase in (ExpansionPhase.FAILED, ExpansionPhase.ABORTED)
         event_type = "Warning" if failed or step.reason == "Retrying" else "Normal"
         kopf.event(body, type=event_type, reason=step.reason, message=step.message)
-    status["reason"] = step.reason
+    return status
 
 
-def _retry(
-    body: kopf.Body,
-    namespace: str,
-    name: str,
-    status: dict[str, Any],
-    state: ExpansionState,
-    resource: OrderedTopicExpansion,
-    doing: str,
-    error: Exception,
-) -> str:
-    """A failed pass: say so in the Progressing condition and a Warning Event; the caller retries
-    the pass (every step is idempotent). Returns the reason recorded."""
-    metrics.record_error(metrics.error_kind(error))
-    message = f"{doing} failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
-    _log.warning("%s/%s: %s", namespace, name, message)
-    if status.get("message") != message:  # a new cause is news even while already retrying
-        step = Step(state, None, "Retrying", message)
-        _record(body, namespace, name, status, step, resource, announce=True)
-    return "Retrying"
-
-
-def _format_time(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _ended_at(status: dict[str, Any]) -> float:
+def _ended_at(status: OrderedTopicExpansionStatus) -> float:
     """When an ended expansion ended (Unix time): its start and duration, else now."""
-    started, took = _parse_time(status.get("startedAt")), status.get("durationSeconds")
-    return started + float(took) if started is not None and took is not None else time.time()
+    started, took = _seconds(status.started_at), status.duration_seconds
+    return started + took if started is not None and took is not None else time.time()
 
 
-def _parse_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+def _seconds(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None

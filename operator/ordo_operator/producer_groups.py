@@ -24,8 +24,15 @@ from kubernetes.client import CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from ordo.api import API_GROUP, Condition, ProducerGroup, ProducerGroupSpec
-from ordo.api.common import VERSION, LabelSelector, set_condition
+from ordo.api import (
+    API_GROUP,
+    Condition,
+    PartitionCheckpoint,
+    ProducerGroup,
+    ProducerGroupSpec,
+    ProducerGroupStatus,
+)
+from ordo.api.common import VERSION, ConditionStatus, LabelSelector, set_condition
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.protocol import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
 
@@ -33,7 +40,7 @@ from . import metrics
 from .config import OperatorConfig
 from .crash import crash_point
 from .kafka import clients_for
-from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
+from .kube import KafkaConnectionError, api_client, kafka_config, patch_status, status_patch
 from .member_views import GroupViews, list_items, observe_lease, observe_pod
 from .plans.group import GroupPass, PodView, checkpoint_rows, fresh_leases, plan_group
 from .plans.sessions import lease_sessions
@@ -169,26 +176,23 @@ class _GroupDriver:
         self.planned: tuple[object, ...] | None = None  # what the last pass planned from
         self.outcome: GroupPass | None = None
         self.writers = ThreadPoolExecutor(ANNOTATION_WRITERS, thread_name_prefix=f"ordo-annotate-{name}")
-        status = dict(body.get("status") or {})
-        self.live: set[str] = {m["pod"] for m in status.get("members") or []}
+        status = _status_of(body)
+        self.live: set[str] = {m.pod for m in status.members}
         self.reported: dict[str, Any] = {}
         self.problem: tuple[str, str] | None = None
         self.rebalance_started: float | None = None
-        self.last_rebalance: float | None = status.get("lastRebalanceSeconds")
+        self.last_rebalance = status.last_rebalance_seconds
         self.checkpoints: CheckpointLog | None = None
         self.checkpoints_read = -1  # the checkpoint log's version that status shows
         self.group_checkpoints: tuple[int, dict[int, Checkpoint]] = (-1, {})  # (log version, ours)
         self.session_since: dict[str, datetime] = {}  # lease_sessions' memory between passes
         self.kafka_problem: str | None = None
-        if any(
-            c.get("type") == "Rebalancing" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        ):
+        if any(c.type == "Rebalancing" and c.status == ConditionStatus.TRUE for c in status.conditions):
             kopf.event(
                 body,
                 type="Normal",
                 reason="Resumed",
-                message=f"resuming the rebalance of generation {status.get('generation')} left in flight",
+                message=f"resuming the rebalance of generation {status.generation} left in flight",
             )
 
     def reconcile(self) -> float:
@@ -204,7 +208,7 @@ class _GroupDriver:
         period = min(1.0, spec.session_timeout_seconds / 4)
         _wakers.select(self.namespace, self.name, spec.selector)
         self.views.refresh(spec.selector)
-        generation = int((self.body.get("status") or {}).get("generation") or 0)
+        generation = _status_of(self.body).generation
         leases, now = self.views.leases(), datetime.now(UTC)
         selected: dict[str, PodView] = {}
 
@@ -298,7 +302,7 @@ class _GroupDriver:
 
     def _checkpoint_status(
         self, resource: ProducerGroup, owners: dict[int, str]
-    ) -> tuple[list[dict[str, object]], int]:
+    ) -> tuple[list[PartitionCheckpoint], int]:
         """``status.checkpoints`` (see ``checkpoint_rows``) and how many source partitions have a
         checkpoint, read from the checkpoint topic."""
         spec = resource.spec
@@ -355,13 +359,12 @@ class _GroupDriver:
             kopf.event(self.body, type="Warning", reason=problem[0], message=problem[1])
         self.problem = problem
         if problem is not None and generation is None:  # an invalid spec: only the conditions change
-            status = dict(self.body.get("status") or {})
-            conditions = _conditions(status.get("conditions") or [], None, problem, None)
-            self._patch({"conditions": conditions})
+            conditions = _conditions(_status_of(self.body).conditions, None, problem, None)
+            self._patch(ProducerGroupStatus(conditions=conditions))
 
     def _write_status(self, resource: ProducerGroup, outcome: GroupPass) -> None:
         generation = resource.metadata.get("generation")
-        owners = {p: str(m["pod"]) for m in outcome.members for p in m["partitions"]}  # type: ignore[attr-defined]
+        owners = {p: m.pod for m in outcome.members for p in m.partitions}
         checkpoints, checkpointed = self._checkpoint_status(resource, owners)
         problem = outcome.problem
         # a Kafka connection that cannot work (e.g. a missing Secret) is the first thing to fix:
@@ -369,37 +372,38 @@ class _GroupDriver:
         if self.kafka_problem is not None and (problem is None or problem[0] in _MEMBERSHIP_PROBLEMS):
             problem = ("InvalidKafkaConnection", self.kafka_problem)
         self._report_problem(problem, generation=outcome.generation)
-        status = dict(self.body.get("status") or {})
-        new: dict[str, Any] = {
-            "generation": outcome.generation,
-            "memberCount": len(outcome.live),
-            "members": outcome.members,
-            "standby": outcome.standby,
-            "unassigned": outcome.unassigned,
-            "checkpoints": checkpoints,
-            "checkpointed": checkpointed,
-            "observedGeneration": generation,
-        }
-        if self.last_rebalance is not None:
-            new["lastRebalanceSeconds"] = self.last_rebalance
-        new["conditions"] = _conditions(status.get("conditions") or [], outcome, problem, generation)
+        new = ProducerGroupStatus(
+            generation=outcome.generation,
+            member_count=len(outcome.live),
+            members=outcome.members,
+            standby=outcome.standby,
+            unassigned=outcome.unassigned,
+            checkpoints=checkpoints,
+            checkpointed=checkpointed,
+            observed_generation=generation,
+            last_rebalance_seconds=self.last_rebalance,
+            conditions=_conditions(_status_of(self.body).conditions, outcome, problem, generation),
+        )
         self._patch(new)
         metrics.record_group_status(
             self.namespace, self.name, members=len(outcome.live), generation=outcome.generation,
             unassigned=len(outcome.unassigned), ready=outcome.settled and problem is None,
         )  # fmt: skip
 
-    def _patch(self, status: dict[str, Any]) -> None:
-        if all(self.reported.get(k) == v for k, v in status.items()):
+    def _patch(self, status: ProducerGroupStatus) -> None:
+        patch = status_patch(status)
+        if all(self.reported.get(k) == v for k, v in patch.items()):
             return  # nothing new: no write
         patch_status(PLURAL, self.namespace, self.name, status)
-        self.reported.update(status)
+        self.reported.update(patch)
 
 
 def _conditions(
-    existing: list[Any], outcome: GroupPass | None, problem: tuple[str, str] | None, generation: int | None
-) -> list[dict[str, Any]]:
-    conditions = [Condition.model_validate(c) for c in existing]
+    conditions: list[Condition],
+    outcome: GroupPass | None,
+    problem: tuple[str, str] | None,
+    generation: int | None,
+) -> list[Condition]:
     if outcome is None:
         assert problem is not None
         conditions = set_condition(conditions, "Ready", False, problem[0], problem[1], generation)
@@ -415,7 +419,17 @@ def _conditions(
         conditions = set_condition(conditions, "Ready", ready, reason, message, generation)
         conditions = set_condition(conditions, "Rebalancing", rebalancing, reason, message, generation)
         conditions = set_condition(conditions, "Degraded", problem is not None, reason, message, generation)
-    return [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in conditions]
+    return conditions
+
+
+def _status_of(body: kopf.Body) -> ProducerGroupStatus:
+    """The group's status as last written, or an empty one. Only the fields this driver reads are
+    validated: the rest (1,000 members' worth) is the driver's own output."""
+    status = body.get("status") or {}
+    return ProducerGroupStatus.model_validate({k: status[k] for k in _READ if k in status})
+
+
+_READ = ("generation", "members", "lastRebalanceSeconds", "conditions")
 
 
 def _annotate(core: CoreV1Api, namespace: str, pod: str, value: str | None) -> bool:

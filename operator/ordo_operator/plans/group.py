@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ordo.api import ProducerGroupSpec
+from ordo.api import MemberStatus, PartitionCheckpoint, ProducerGroupSpec
 from ordo.protocol import GroupSettings, MemberAssignment, ProtocolError
 
 from .handoff import HandoffPlan, Member, ShrinkBlocked, is_live, plan_handoff
@@ -63,7 +63,7 @@ class GroupPass:
     generation: int
     writes: dict[str, MemberAssignment] = field(default_factory=dict)
     live: list[str] = field(default_factory=list)
-    members: list[dict[str, object]] = field(default_factory=list)
+    members: list[MemberStatus] = field(default_factory=list)
     standby: list[str] = field(default_factory=list)
     unassigned: list[int] = field(default_factory=list)
     settled: bool = True
@@ -217,17 +217,13 @@ def _after(live: list[Member], writes: Mapping[str, MemberAssignment]) -> dict[s
     return {m.name: writes[m.name].partitions if m.name in writes else m.owned for m in live}
 
 
-def _member_status(
-    live: list[Member], owned: Mapping[str, tuple[int, ...]] | None
-) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for m in sorted(live, key=lambda m: m.name):
-        partitions = owned[m.name] if owned is not None else m.owned
-        entry: dict[str, object] = {"pod": m.name, "partitions": list(partitions)}
-        if m.acked is not None:
-            entry["acked"] = m.acked
-        out.append(entry)
-    return out
+def _member_status(live: list[Member], owned: Mapping[str, tuple[int, ...]] | None) -> list[MemberStatus]:
+    return [
+        MemberStatus(
+            pod=m.name, partitions=list(owned[m.name] if owned is not None else m.owned), acked=m.acked
+        )
+        for m in sorted(live, key=lambda m: m.name)
+    ]
 
 
 def checkpoint_rows(
@@ -235,15 +231,10 @@ def checkpoint_rows(
     checkpoints: Mapping[int, str | None],
     owners: Mapping[int, str],
     limit: int = STATUS_PARTITION_ROWS,
-) -> list[dict[str, object]]:
+) -> list[PartitionCheckpoint]:
     """``status.checkpoints``: the first ``limit`` source partitions, each with its checkpoint
     and owner when it has them (the checkpoint topic holds every partition's)."""
-    rows: list[dict[str, object]] = []
-    for p in range(min(partitions, limit)):
-        row: dict[str, object] = {"partition": p}
-        if checkpoints.get(p) is not None:
-            row["checkpoint"] = checkpoints[p]
-        if p in owners:
-            row["owner"] = owners[p]
-        rows.append(row)
-    return rows
+    return [
+        PartitionCheckpoint(partition=p, checkpoint=checkpoints.get(p), owner=owners.get(p))
+        for p in range(min(partitions, limit))
+    ]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, PlainSerializer, WithJsonSchema
 
 from .common import (
     TOPIC_PATTERN,
@@ -26,6 +27,16 @@ __all__ = [
 ]
 
 MAX_PARTITIONS = 100_000
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(
+        lambda t: t.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        return_type=str,
+        when_used="json",
+    ),
+    WithJsonSchema({"type": "string"}),
+]
+"""A moment in status: RFC 3339 in UTC to the millisecond on the wire (``2026-01-02T03:04:05.123Z``)."""
 
 
 class ExpansionPhase(StrEnum):
@@ -74,10 +85,10 @@ class OrderedTopicExpansionStatus(Model):
         description="Fencing began to the new epoch published: producers of the topic waited.",
     )
     duration_seconds: float | None = Field(default=None, ge=0, description="Start to Completed/Aborted.")
-    started_at: str | None = Field(
+    started_at: Timestamp | None = Field(
         default=None, description="When the expansion began: partitions creation (RFC 3339)."
     )
-    fenced_at: str | None = Field(default=None, description="When fencing began (RFC 3339).")
+    fenced_at: Timestamp | None = Field(default=None, description="When fencing began (RFC 3339).")
     message: str = Field(default="", description="What happened last, for people.")
     conditions: list[Condition] = Field(
         default_factory=list,

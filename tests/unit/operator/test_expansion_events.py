@@ -7,9 +7,10 @@ from typing import Any, cast
 import kopf
 import pytest
 
-from ordo.api import ExpansionPhase, OrderedTopicExpansion
+from ordo.api import ExpansionPhase, OrderedTopicExpansion, OrderedTopicExpansionStatus
 from ordo_operator import expansions
-from ordo_operator.plans.expansion import ExpansionState
+from ordo_operator.config import OperatorConfig
+from ordo_operator.kafka import KafkaSide
 
 RESOURCE = OrderedTopicExpansion.model_validate(
     {
@@ -34,23 +35,34 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return posted
 
 
-def _retry(status: dict[str, Any], doing: str, error: Exception) -> str:
-    state = ExpansionState(ExpansionPhase.FENCING, epoch=1, from_partitions=4, to_partitions=8)
-    return expansions._retry(cast(kopf.Body, {}), "ns", "grow", status, state, RESOURCE, doing, error)
+def _driver() -> expansions._ExpansionDriver:
+    """A driver fencing epoch 1 whose last step was Fencing (no Kafka: a retry does not use it)."""
+    status = OrderedTopicExpansionStatus(
+        phase=ExpansionPhase.FENCING, epoch=1, from_partitions=4, to_partitions=8, message="fencing"
+    )
+    resource = RESOURCE.model_copy(update={"status": status})
+    body = cast(kopf.Body, {})
+    driver = expansions._ExpansionDriver(
+        OperatorConfig(), "ns", "grow", body, {}, resource, cast(KafkaSide, None)
+    )
+    driver.last_reason = "Fencing"
+    return driver
 
 
 def test_a_new_cause_while_already_retrying_gets_its_own_warning(events: list[tuple[str, str, str]]) -> None:
-    status: dict[str, Any] = {"phase": "Fencing", "reason": "Fencing"}
-    assert _retry(status, "reading Kafka", TimeoutError("metadata timed out")) == "Retrying"
-    _retry(status, "append-fence", RuntimeError("epoch log unreachable"))
+    driver = _driver()
+    driver._retry("reading Kafka", TimeoutError("metadata timed out"))
+    assert driver.last_reason == "Retrying"
+    driver._retry("append-fence", RuntimeError("epoch log unreachable"))
     assert [(kind, reason) for kind, reason, _ in events] == [("Warning", "Retrying")] * 2
     assert "reading Kafka failed: metadata timed out" in events[0][2]
     assert "append-fence failed: epoch log unreachable" in events[1][2]
-    assert status["message"] == events[1][2], "status says the latest cause"
+    assert driver.status.message == events[1][2], "status says the latest cause"
+    assert driver.status.phase == ExpansionPhase.FENCING and driver.status.epoch == 1
 
 
 def test_the_same_cause_again_is_not_announced_again(events: list[tuple[str, str, str]]) -> None:
-    status: dict[str, Any] = {"phase": "Fencing", "reason": "Fencing"}
+    driver = _driver()
     for _ in range(3):
-        _retry(status, "append-fence", RuntimeError("epoch log unreachable"))
+        driver._retry("append-fence", RuntimeError("epoch log unreachable"))
     assert len(events) == 1
