@@ -20,8 +20,8 @@ help:
 	@echo "make failover - chaos on a replicated Kafka (3 brokers, kill -9 of leaders and coordinators), 5 rounds"
 	@echo "make soak     - 30 min chaos soak, 20 failover rounds, every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
-$(STAMP): pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
-  setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c scripts/system-deps testbed/kube-apiserver/go.mod \
+$(STAMP): VERSION pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
+  setup.py operator/setup.py spark_apps/setup.py testbed/setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c scripts/system-deps testbed/kube-apiserver/go.mod \
   testbed/promtool/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

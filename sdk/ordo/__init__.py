@@ -25,9 +25,13 @@ from __future__ import annotations
 import logging
 from importlib import import_module
 from importlib.util import find_spec
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+# The repository's VERSION (linked here; a file of its own in a wheel), which every distribution,
+# the chart and the images share; read from the file, not the installed metadata (a tenth of the
+# time of ``import ordo``)
+__version__ = (Path(__file__).parent / "VERSION").read_text().strip()
 
 _ACCELERATORS = ("ordo._fastproduce", "ordo._fastscan")
 

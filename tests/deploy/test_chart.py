@@ -4,7 +4,6 @@ checked against Kubernetes' schemas and the Pod Security "restricted" profile.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -306,6 +305,4 @@ def test_chart_metadata_pins_a_version() -> None:
 
 
 def _project_version() -> str:
-    import tomllib
-
-    return str(tomllib.loads(Path(ROOT / "pyproject.toml").read_text())["project"]["version"])
+    return (ROOT / "VERSION").read_text().strip()

@@ -19,6 +19,7 @@ import pytest
 from ordo.partitioners import murmur2_python, to_positive
 
 ROOT = Path(__file__).resolve().parents[2]
+VERSION = (ROOT / "VERSION").read_text().strip()
 HARNESS_ONLY = ("kio", "aiohttp", "cryptography", "pytest", "kopf", "pyspark", "pyarrow", "pandas")
 EXTRAS_ONLY = ("kubernetes", "rich", "pyyaml", "prometheus-client")
 
@@ -28,7 +29,7 @@ def _wheel(project: Path, out: Path) -> Path:
     copy = out / "src"
     if project == ROOT:  # the SDK: what its pyproject.toml and setup.py name
         copy.mkdir()
-        for name in ("pyproject.toml", "setup.py", "README.md"):
+        for name in ("pyproject.toml", "setup.py", "README.md", "VERSION"):
             shutil.copy(ROOT / name, copy)
         shutil.copytree(ROOT / "sdk", copy / "sdk", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     else:
@@ -55,7 +56,7 @@ def _requirements(metadata: str, extra: str | None = None) -> list[str]:
 
 def test_the_sdk_wheel_holds_only_the_sdk(tmp_path: Path) -> None:
     wheel = _wheel(ROOT, tmp_path)
-    assert wheel.name.startswith("ordo_kafka-0.1.0-")
+    assert wheel.name.startswith(f"ordo_kafka-{VERSION}-")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
@@ -87,7 +88,7 @@ def test_the_other_distributions_build_on_their_own(
     folder: str, distribution: str, package: str, tmp_path: Path
 ) -> None:
     wheel = _wheel(ROOT / folder, tmp_path)
-    assert wheel.name.startswith(f"{distribution}-0.1.0-")
+    assert wheel.name.startswith(f"{distribution}-{VERSION}-")
     with zipfile.ZipFile(wheel) as archive:
         tops = {n.split("/")[0] for n in archive.namelist() if ".dist-info" not in n}
     assert package in tops and "ordo" not in tops
@@ -137,12 +138,12 @@ def test_without_extras_the_wheel_runs_consumers_and_names_the_extra_for_the_res
     assert out["installed"] == [], "a consumer-only install pulled an extra's package"
     assert "pip install 'ordo-kafka[group]'" in out["group"], out
     # the wheel was built with a compiler: the accelerators are there, and the import says so
-    assert "DEBUG ordo ordo 0.1.0: C accelerators ordo._fastproduce, ordo._fastscan found" in ran.stderr
+    assert f"DEBUG ordo ordo {VERSION}: C accelerators ordo._fastproduce, ordo._fastscan found" in ran.stderr
 
     ordo = venv / "bin" / "ordo"
     version = subprocess.run([str(ordo), "--version"], capture_output=True, text=True, timeout=60, env=env)
     assert version.stdout.splitlines() == [
-        "ordo 0.1.0 (ordo-kafka)",
+        f"ordo {VERSION} (ordo-kafka)",
         "C accelerators: ordo._fastproduce loaded, ordo._fastscan loaded",
     ], version.stderr
     status = subprocess.run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -103,4 +104,5 @@ def test_with_accelerators_import_logs_at_debug_only() -> None:
         "import ordo\n"
     )
     (line,) = [x for x in done.stderr.splitlines() if "accelerator" in x]
-    assert line == "DEBUG ordo ordo 0.1.0: C accelerators ordo._fastproduce, ordo._fastscan found"
+    version = (Path(__file__).parents[2] / "VERSION").read_text().strip()
+    assert line == f"DEBUG ordo ordo {version}: C accelerators ordo._fastproduce, ordo._fastscan found"

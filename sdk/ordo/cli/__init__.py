@@ -15,7 +15,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, entry_points, version
+from importlib.metadata import entry_points
 from typing import Any
 
 from .._extras import MissingExtraError
@@ -84,22 +84,16 @@ class _Version(argparse.Action):
 
 
 def version_text() -> str:
-    """What ``ordo --version`` prints: ``ordo 0.1.0 (ordo-kafka)`` and a line on the accelerators."""
+    """What ``ordo --version`` prints: ``ordo 0.2.0 (ordo-kafka)`` and a line on the accelerators."""
+    from .. import __version__
     from .._accelerators import accelerators
 
     serving = accelerators()
     state = ", ".join(f"{name} {'loaded' if ok else 'not loaded'}" for name, ok in serving.items())
-    line = f"ordo {_version()} ({DISTRIBUTION})\nC accelerators: {state}"
+    line = f"ordo {__version__} ({DISTRIBUTION})\nC accelerators: {state}"
     if not all(serving.values()):
         line += " (their pure-Python twins serve: correct, slower)"
     return line
-
-
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
 
 
 class _StderrLogs(logging.StreamHandler):  # type: ignore[type-arg]
