@@ -276,35 +276,40 @@ _JAAS = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;]+))""
 _JAAS_MODULES = ("ScramLoginModule", "PlainLoginModule")
 
 
-def x_options(pairs: Iterable[str]) -> dict[str, str]:
-    """``-X key=value`` arguments (kcat's) as options."""
+def x_options(pairs: Iterable[str], flag: str = "-X") -> dict[str, str]:
+    """``key=value`` command-line pairs (kcat's ``-X``, Kafka's perf tools' ``--producer-props``)."""
     options: dict[str, str] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidConnectionError(f"-X {pair!r}: give key=value, e.g. -X security.protocol=SASL_SSL")
-        options[key.strip()] = value
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise InvalidConnectionError(f"{flag}: expected key=value, got {pair!r}")
+        options[key.strip()] = value.strip()
     return options
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """A Java properties file: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments, a
-    trailing backslash continues a line."""
-    properties: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
+def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
+    """A Java properties file's ``key=value`` (or ``key: value``, ``key value``) lines; ``#`` and
+    ``!`` start comments. Line continuations and escapes are not supported: such a line is an
+    error naming it, not a silently wrong value."""
+    pairs: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
             continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        line = "".join([*logical, line])
-        logical = []
-        match = re.match(r"((?:[^\s=:\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
-        key, value = (match.group(1), match.group(2)) if match else (line, "")
-        properties[key.replace("\\", "")] = value
-    return properties
+        if line.endswith("\\"):
+            raise InvalidConnectionError(f"{source}:{number}: line continuations are not supported; join the line")
+        # the key ends at '=', ':' or white space; then white space and one '=' or ':' may follow
+        cut = min(
+            (i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i > 0),
+            default=-1,
+        )
+        if cut < 0:
+            raise InvalidConnectionError(f"{source}:{number}: expected key=value, got {line!r}")
+        rest = line[cut:].lstrip()
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:]
+        pairs[line[:cut]] = rest.strip()
+    return pairs
 
 
 def command_config(text: str, where: str = "--command-config") -> dict[str, str]:
@@ -312,7 +317,7 @@ def command_config(text: str, where: str = "--command-config") -> dict[str, str]
     they are, and the Java client's ``sasl.jaas.config`` (Scram/PlainLoginModule: user and
     password; what a Strimzi KafkaUser Secret holds) and PEM ``ssl.truststore.location``
     translated. Java-only settings librdkafka cannot use are refused with what to write instead."""
-    options = parse_properties(text)
+    options = parse_properties(text, where)
     jaas = options.pop("sasl.jaas.config", None)
     if jaas is not None:
         module = next((m for m in _JAAS_MODULES if m in jaas), None)

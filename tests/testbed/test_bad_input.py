@@ -212,7 +212,8 @@ def _strimzi_secret_as_raw_options(world: World) -> None:
     """A Strimzi KafkaUser Secret given where raw librdkafka options go: refused, naming the field."""
     import kubernetes
 
-    kubernetes.client.CoreV1Api(world.api).create_namespaced_secret(
+    core: Any = kubernetes.client.CoreV1Api(world.api)
+    core.create_namespaced_secret(
         world.namespace,
         {"metadata": {"name": "strimzi-user"}, "stringData": {"password": "x", "sasl.jaas.config": "y"}},
     )

@@ -115,6 +115,7 @@ def _one_line_error(
     argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> str:
     monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("ORDO_KAFKA_BOOTSTRAP", raising=False)
     assert ordo(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err

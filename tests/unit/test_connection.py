@@ -180,8 +180,7 @@ def test_command_config_takes_a_kafka_tools_properties_file() -> None:
 # Kafka's tools' client.properties
 security.protocol=SASL_SSL
 sasl.mechanism = SCRAM-SHA-512
-sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
-    username="ordo" password="s3\\"cr=et";
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ordo" password="s3\\"cr=et";
 ssl.truststore.type=PEM
 ssl.truststore.location=/etc/ca.crt
 ! another comment
@@ -205,19 +204,37 @@ client.id: tools
         command_config("ssl.keystore.password=x")
 
 
-def test_properties_and_x_options() -> None:
-    assert parse_properties("a=1\nb : 2\nc 3\nd=\n e=with = sign") == {
-        "a": "1",
-        "b": "2",
-        "c": "3",
-        "d": "",
-        "e": "with = sign",
+def test_a_properties_file_reads_as_kafkas_tools_read_it() -> None:
+    text = "# SASL\n! also a comment\n\nsecurity.protocol=SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\n"
+    text += "sasl.username alice\n  ssl.ca.location = /etc/ca.pem  \nsasl.password=a=b\n"
+    assert parse_properties(text, "c.properties") == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "ssl.ca.location": "/etc/ca.pem",
+        "sasl.password": "a=b",
     }
+    with pytest.raises(InvalidConnectionError, match=r"c.properties:2: expected key=value"):
+        parse_properties("a=1\nnovalue\n", "c.properties")
+    with pytest.raises(InvalidConnectionError, match=r"c.properties:1: line continuations"):
+        parse_properties("a=1,\\\n  2\n", "c.properties")
+
+
+def test_props_are_key_value_pairs() -> None:
+    assert x_options(["linger.ms=10", "client.id = x"], "--producer-props") == {
+        "linger.ms": "10",
+        "client.id": "x",
+    }
+    with pytest.raises(InvalidConnectionError, match=r"--consumer-props: expected key=value, got 'fetch.min.bytes'"):
+        x_options(["fetch.min.bytes"], "--consumer-props")
+
+
+def test_x_options_are_kcats() -> None:
     assert x_options(["security.protocol=SSL", "ssl.ca.location=/x=y"]) == {
         "security.protocol": "SSL",
         "ssl.ca.location": "/x=y",
     }
-    with pytest.raises(InvalidConnectionError, match=r"-X 'security.protocol': give key=value"):
+    with pytest.raises(InvalidConnectionError, match=r"-X: expected key=value, got 'security.protocol'"):
         x_options(["security.protocol"])
 
 

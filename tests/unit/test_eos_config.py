@@ -4,32 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ordo.cli.eos_config import EosConfigError, eos_configs, parse_pairs, parse_properties
-
-
-def test_a_properties_file_reads_as_kafkas_tools_read_it() -> None:
-    text = "# SASL\n! also a comment\n\nsecurity.protocol=SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\n"
-    text += "sasl.username alice\n  ssl.ca.location = /etc/ca.pem  \nsasl.password=a=b\n"
-    assert parse_properties(text, "c.properties") == {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": "alice",
-        "ssl.ca.location": "/etc/ca.pem",
-        "sasl.password": "a=b",
-    }
-    with pytest.raises(EosConfigError, match=r"c.properties:2: expected key=value"):
-        parse_properties("a=1\nnovalue\n", "c.properties")
-    with pytest.raises(EosConfigError, match=r"c.properties:1: line continuations"):
-        parse_properties("a=1,\\\n  2\n", "c.properties")
-
-
-def test_props_are_key_value_pairs() -> None:
-    assert parse_pairs(["linger.ms=10", "client.id = x"], "--producer-props") == {
-        "linger.ms": "10",
-        "client.id": "x",
-    }
-    with pytest.raises(EosConfigError, match=r"--consumer-props: expected key=value, got 'fetch.min.bytes'"):
-        parse_pairs(["fetch.min.bytes"], "--consumer-props")
+from ordo.cli.eos_config import EosConfigError, eos_configs
 
 
 def test_each_side_gets_its_settings_and_the_benchmark_its_own() -> None:

@@ -16,7 +16,6 @@ them (``ordo.cli.eos_config``); ``--transactional-id`` and a ``--throughput`` ca
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import uuid
 from collections import Counter
@@ -27,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .._extras import require_extra
+from ..connection import BOOTSTRAP_ENV, InvalidConnectionError, parse_properties, x_options
 from . import CliError
-from .eos_config import EosConfigError, EosConfigs, eos_configs, parse_pairs, parse_properties
+from .eos_config import EosConfigError, EosConfigs, eos_configs
+from .kafka_options import add_kafka_options, bootstrap_of, client_options
 
 __all__ = [
     "EosResult",
@@ -61,12 +62,9 @@ def register(commands: Any) -> None:
         "partitions and consumer group up front. A read_committed consumer then checks that the "
         "output holds every input record exactly once.",
     )
-    eos.add_argument(
-        "--bootstrap",
-        "--bootstrap-servers",  # the name it had first, still accepted
-        dest="bootstrap",
-        default=os.environ.get("KAFKA_BOOTSTRAP"),
-        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP); --testbed starts a local one instead",
+    # --bootstrap-servers: the name it had first, still accepted
+    add_kafka_options(
+        eos, "Kafka bootstrap servers (--testbed starts a local one instead)", ("--bootstrap-servers",)
     )
     eos.add_argument("--testbed", action="store_true", help="run against an embedded Kafka testbed")
     eos.add_argument("--input-topic", help="consume from this topic (default: a new one)")
@@ -186,13 +184,14 @@ def run(args: argparse.Namespace) -> int:
                 "--testbed needs ordo's test harness, which is not installed: from a checkout, "
                 "`pip install -e testbed`; or give --bootstrap"
             )
-        with local_kafka() as bootstrap:
-            return _report(args, measure(args, client_configs(args, bootstrap, run_id), run_id))
+        with local_kafka() as local:
+            return _report(args, measure(args, client_configs(args, local, run_id), run_id))
+    given = bootstrap_of(args, client_options(args))
     try:
-        configs = client_configs(args, args.bootstrap, run_id)
+        configs = client_configs(args, given, run_id)
     except CliError as error:
-        if "no Kafka for the" in str(error) and not args.bootstrap:
-            raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP), or use --testbed") from None
+        if "no Kafka for the" in str(error) and not given:
+            raise CliError(f"give --bootstrap (or set {BOOTSTRAP_ENV}), or use --testbed") from None
         raise
     return _report(args, measure(args, configs, run_id))
 
@@ -210,17 +209,18 @@ def _check(args: argparse.Namespace) -> None:
 def client_configs(args: argparse.Namespace, bootstrap: str | None, run_id: str) -> EosConfigs:
     """The producer and consumer configs from the options (see ordo.cli.eos_config)."""
     sides: dict[str, dict[str, str]] = {}
+    common = client_options(args)  # --command-config and -X: both sides, under each side's own
     try:
         for side in ("producer", "consumer"):
             path: Path | None = getattr(args, f"{side}_config")
-            pairs: dict[str, str] = {}
+            pairs: dict[str, str] = dict(common)
             if path is not None:
                 try:
                     text = path.read_text()
                 except OSError as error:
                     raise CliError(f"--{side}-config: cannot read {path}: {error.strerror}") from None
-                pairs = parse_properties(text, str(path))
-            pairs.update(parse_pairs(getattr(args, f"{side}_props"), f"--{side}-props"))
+                pairs.update(parse_properties(text, str(path)))
+            pairs.update(x_options(getattr(args, f"{side}_props"), f"--{side}-props"))
             sides[side] = pairs
         transactional_id = (
             args.transactional_id or sides["producer"].get("transactional.id") or f"ordo-eos-bench-{run_id}"
@@ -228,7 +228,7 @@ def client_configs(args: argparse.Namespace, bootstrap: str | None, run_id: str)
         return eos_configs(
             bootstrap, sides["producer"], sides["consumer"], args.consumer_group_id, transactional_id
         )
-    except EosConfigError as error:
+    except (EosConfigError, InvalidConnectionError) as error:
         raise CliError(str(error)) from None
 
 

@@ -1,7 +1,8 @@
 """The Kafka client configs of ``ordo bench eos``, from its options, as Kafka's perf tools take them
 (KIP-609): ``--producer-config``/``--consumer-config`` properties files, then
 ``--producer-props``/``--consumer-props`` ``key=value`` pairs over them, then what the benchmark
-itself must set. Pure: files are read by the caller.
+itself must set (the files and pairs are read by :mod:`ordo.connection`). Pure: files are read by
+the caller.
 
 The producer config goes to every producer-side client (the transactional producer, the one that
 fills the input topic, the admin client: librdkafka's admin client is a producer handle); the
@@ -11,10 +12,10 @@ SASL or TLS cluster needs its settings once per side, as with Kafka's own tools.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["EosConfigError", "EosConfigs", "eos_configs", "parse_pairs", "parse_properties"]
+__all__ = ["EosConfigError", "EosConfigs", "eos_configs"]
 
 # Set by the benchmark: it commits offsets in its transactions and verifies with read_committed.
 _CONSUMER_OWNED = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
@@ -40,42 +41,6 @@ class EosConfigs:
     @property
     def bootstrap(self) -> str:
         return self.producer["bootstrap.servers"]
-
-
-def parse_properties(text: str, source: str) -> dict[str, str]:
-    """A Java properties file's ``key=value`` (or ``key: value``, ``key value``) lines; ``#`` and
-    ``!`` start comments. Line continuations and escapes are not supported: such a line is an
-    error naming it, not a silently wrong value."""
-    pairs: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            raise EosConfigError(f"{source}:{number}: line continuations are not supported; join the line")
-        # the key ends at '=', ':' or white space; then white space and one '=' or ':' may follow
-        cut = min(
-            (i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i > 0),
-            default=-1,
-        )
-        if cut < 0:
-            raise EosConfigError(f"{source}:{number}: expected key=value, got {line!r}")
-        rest = line[cut:].lstrip()
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:]
-        pairs[line[:cut]] = rest.strip()
-    return pairs
-
-
-def parse_pairs(items: Iterable[str], flag: str) -> dict[str, str]:
-    """``key=value`` command-line pairs."""
-    pairs: dict[str, str] = {}
-    for item in items:
-        key, equals, value = item.partition("=")
-        if not equals or not key.strip():
-            raise EosConfigError(f"{flag}: expected key=value, got {item!r}")
-        pairs[key.strip()] = value.strip()
-    return pairs
 
 
 def eos_configs(

@@ -22,9 +22,11 @@ from pydantic import BaseModel, ValidationError
 
 from .._extras import missing_extra
 from ..api import OrderedTopicExpansion, OrderedTopicExpansionStatus, ProducerGroup, ProducerGroupStatus
+from ..connection import BOOTSTRAP_ENV
 from ..epochs import Epoch, EpochHistory, EpochState, GateKeeper
 from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
+from .kafka_options import add_kafka_options, kafka_settings
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -45,8 +47,7 @@ def register(commands: Any) -> None:
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="the cluster (default: $KUBECONFIG or ~/.kube/config)")  # fmt: skip
     parser.add_argument("--namespace", "-n", help="one namespace (default: all)")
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP"),
-                        help="Kafka, for the epoch log (default: $KAFKA_BOOTSTRAP)")  # fmt: skip
+    add_kafka_options(parser, "Kafka, for the epoch log")
     parser.add_argument(
         "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help="the epoch log (default %(default)s)"
     )
@@ -97,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             raise missing_extra(error, "cli", "printing tables (without --json)") from error
     kubeconfig = args.kubeconfig or _default_kubeconfig()
-    if kubeconfig is None and not args.bootstrap:
+    kafka = kafka_settings(args)
+    if kubeconfig is None and kafka is None:
         raise CliError("nothing to read: give --kubeconfig (or set KUBECONFIG) and/or --bootstrap")
     state: dict[str, Any] = {"groups": None, "expansions": None, "topics": None, "gates": None}
     if kubeconfig is not None:
@@ -105,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
         state["groups"], invalid = _resources(ProducerGroup, groups)
         state["expansions"], refused = _resources(OrderedTopicExpansion, expansions)
         state["invalid"] = invalid + refused
-    if args.bootstrap:
-        state["topics"], state["gates"] = _read_kafka(args)
+    if kafka is not None:
+        state["topics"], state["gates"] = _read_kafka(args, kafka)
     if args.json:
         print(json.dumps(state, indent=2, default=_as_json))
     else:
@@ -212,16 +214,17 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
     return found[0], found[1]
 
 
-def _read_kafka(args: argparse.Namespace) -> tuple[dict[str, EpochHistory], list[GateWait]]:
+def _read_kafka(
+    args: argparse.Namespace, config: dict[str, str]
+) -> tuple[dict[str, EpochHistory], list[GateWait]]:
     from ..verify import read_epoch_log
 
-    config = {"bootstrap.servers": args.bootstrap}
     try:
         histories = read_epoch_log(config, args.epoch_topic, timeout=30)
     except ConnectionError as error:  # says which Kafka and why
         raise CliError(str(error)) from None
     except Exception as error:
-        raise CliError(f"cannot read the epoch log at {args.bootstrap}: {error}") from None
+        raise CliError(f"cannot read the epoch log at {config['bootstrap.servers']}: {error}") from None
     if args.topic:
         histories = {t: h for t, h in histories.items() if t in args.topic}
     parsed = _histories(histories)
@@ -278,7 +281,7 @@ def render(
         parts.append(_expansions_table(expansions) if expansions else f"no OrderedTopicExpansions {where}")
         parts += [f"[yellow]not shown, not valid: {line}[/yellow]" for line in state.get("invalid") or []]
     if state.get("topics") is None:
-        parts.append("[dim]Kafka: not read (give --bootstrap or set KAFKA_BOOTSTRAP)[/dim]")
+        parts.append(f"[dim]Kafka: not read (give --bootstrap or set {BOOTSTRAP_ENV})[/dim]")
     elif not state["topics"] and only_topics:
         parts.append(f"no history of {', '.join(only_topics)} in the epoch log {epoch_topic}")
     elif not state["topics"]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from ..connection import BOOTSTRAP_ENV
 from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
+from .kafka_options import add_kafka_options, kafka_settings
 
 
 def register(commands: Any) -> None:
@@ -27,11 +28,7 @@ def register(commands: Any) -> None:
         "expansions, none twice and none missing. Exit code 0 only when they are.",
     )
     parser.add_argument("--topic", required=True, help="the topic to check")
-    parser.add_argument(
-        "--bootstrap",
-        default=os.environ.get("KAFKA_BOOTSTRAP"),
-        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP)",
-    )
+    add_kafka_options(parser)
     parser.add_argument(
         "--epoch-topic", default=DEFAULT_EPOCH_TOPIC, help="the epoch log (default %(default)s)"
     )
@@ -49,14 +46,14 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..verify import check_topic, read_epochs, read_topic, source_counts
 
-    if not args.bootstrap:
-        raise CliError("give --bootstrap (or set KAFKA_BOOTSTRAP)")
+    config = kafka_settings(args)
+    if config is None:
+        raise CliError(f"give --bootstrap (or set {BOOTSTRAP_ENV})")
     expected = None
     if args.source is not None:
         if not args.source.is_file():
             raise CliError(f"--source: no such file {args.source}")
         expected = source_counts(args.source)
-    config = {"bootstrap.servers": args.bootstrap}
     try:
         records, unreadable = read_topic(config, args.topic, args.timeout)
         epochs = read_epochs(config, args.topic, args.epoch_topic)
@@ -64,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(error)) from None
     except Exception as error:  # the Kafka client's errors: one line, not a traceback
         if type(error).__module__.startswith("confluent_kafka"):
-            raise CliError(f"cannot read from Kafka at {args.bootstrap}: {error}") from None
+            raise CliError(f"cannot read from Kafka at {config['bootstrap.servers']}: {error}") from None
         raise
     verdict = check_topic(args.topic, records, epochs, expected, unreadable)
     if args.json:

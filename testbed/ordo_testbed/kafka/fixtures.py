@@ -4,7 +4,9 @@ One Apache Kafka broker per test session, behind the fault proxy. ``ORDO_TEST_BO
 runs the same tests against that Kafka instead: no proxy, no faults (fault tests skip themselves
 through ``kafka.require_faults()``). Tests that kill brokers take ``replicated_kafka``: a
 3-broker cluster of the testbed's own (``kafka_cluster``, started on first use, one per session;
-skipped with ``ORDO_TEST_BOOTSTRAP``).
+skipped with ``ORDO_TEST_BOOTSTRAP``). Tests of credentials take ``secured_kafka``: a broker with
+SASL_SSL (SCRAM-SHA-512) and mutual-TLS listeners and the Strimzi-shaped Secrets to reach them
+(started on first use, one per session; skipped with ``ORDO_TEST_BOOTSTRAP``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ordo.group_protocol import GROUP_PROTOCOLS
 from ordo_testbed.kafka.broker import KafkaTestbed
 from ordo_testbed.kafka.cluster import KafkaCluster
 from ordo_testbed.kafka.faults import FaultSet
+from ordo_testbed.kafka.secured import SecuredKafka
 
 __all__ = [
     "KafkaHandle",
@@ -33,6 +36,7 @@ __all__ = [
     "kafka_cluster",
     "kafka_testbed",
     "replicated_kafka",
+    "secured_kafka",
     "unique_topic",
 ]
 
@@ -128,6 +132,15 @@ def kafka_cluster() -> Iterator[KafkaCluster]:
         )
     with KafkaCluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def secured_kafka() -> Iterator[SecuredKafka]:
+    """The secured broker (``SecuredKafka``): ``scram_bootstrap``, ``tls_bootstrap``, ``secrets()``."""
+    if os.environ.get(BOOTSTRAP_ENV):
+        pytest.skip(f"the secured listeners are the testbed's own ({BOOTSTRAP_ENV})")
+    with SecuredKafka() as broker:
+        yield broker
 
 
 @pytest.fixture
