@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import metrics
 from ._clients import bounded_delivery, logged, quick_transaction_retries
-from .epochs import EpochHistory, EpochState, stamp
+from .epochs import EpochHistory, stamp
 from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
 from .epochs.registry import ProducerReport
 from .errors import (
@@ -33,6 +33,7 @@ from .errors import (
     UndeclaredGroupError,
     UndeclaredPartitionError,
 )
+from .fence import LeaseState, TopicFence, writable
 from .partitioners import (
     PARTITIONERS,
     ExplicitPartitioner,
@@ -75,10 +76,8 @@ class _TopicState:
     """Where one topic stands for this producer: its partition count and whether it is fenced."""
 
     __slots__ = (
-        "acked_fence",
-        "blocked",
         "epoch",
-        "fence_epoch",
+        "fence",
         "partitions",
         "rotation",
         "stamp",
@@ -92,9 +91,7 @@ class _TopicState:
         self.epoch = epoch
         self.stamp: list[tuple[str, bytes]] = []
         self.unstamped: set[int] = set()
-        self.blocked = False
-        self.fence_epoch = -1  # the fencing epoch this producer has stopped for
-        self.acked_fence = -1  # the fencing epoch it reported as acknowledged
+        self.fence = TopicFence()
         self.writable = False  # not blocked, producer not self-fenced nor closed (kept under the gate)
         self.rotation: RoundRobinPartitioner | None = None  # round_robin: this topic's own rotation
         self.unavailable: frozenset[int] = frozenset()  # partitions whose leader is unknown
@@ -176,9 +173,9 @@ class OrderedProducer:
         # a session passes without a report, and a record queued then could land after the
         # thresholds, by the old count. produce() checks it on every call, so a process that
         # wakes from a pause stops before its heartbeat thread has run.
-        self._lease = _Lease()
+        self._lease = _Lease()  # what produce() reads of ``_liveness``, in C too
+        self._liveness = LeaseState()  # moved by the threads under _gate (ordo.fence)
         self._lease_margin = session_timeout * 0.2
-        self._self_fenced = False  # the lease lapsed: re-read the epoch log before it is renewed
         self._report_now = threading.Event()
         self._stop = threading.Event()
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
@@ -499,15 +496,15 @@ class OrderedProducer:
                 if self._closed:
                     raise ProducerClosedError("the producer is closed; create a new one")
                 state = self._topics[topic]
-                lapsed = self._self_fenced or time.monotonic() >= self._lease.until
-                if not state.blocked and not lapsed:
+                lapsed = not self._liveness.holds(time.monotonic())
+                if not state.fence.blocked and not lapsed:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     why = (
                         "has lost its liveness session"
                         if lapsed
-                        else f"is fenced for epoch {state.fence_epoch} of {topic!r}"
+                        else f"is fenced for epoch {state.fence.epoch} of {topic!r}"
                     )
                     raise ProduceBlockedError(
                         f"producer {self.producer_id} {why} for over {self.block_timeout:g}s; "
@@ -535,7 +532,7 @@ class OrderedProducer:
         if self.partitioner_name == "round_robin":
             state.rotation = RoundRobinPartitioner()
             self._leaders_now.set()
-        state.blocked = True
+        state.fence = TopicFence.unreported()
         self._topics[topic] = state
         self._lock.release()
         try:
@@ -550,11 +547,11 @@ class OrderedProducer:
             )
         current = self._log.history(topic) or history
         self._apply(state, current)
-        if not self._self_fenced and time.monotonic() < self._lease.until:
-            # extended only while it holds: a lapsed producer (a new one too) resumes through the
-            # heartbeat's re-read of the epoch log, which its log reader may not have done yet
-            with self._gate:
-                self._lease.until = max(self._lease.until, sent + self.session_timeout - self._lease_margin)
+        # extended only while it holds: a lapsed producer (a new one too) resumes through the
+        # heartbeat's re-read of the epoch log, which its log reader may not have done yet
+        with self._gate:
+            now = time.monotonic()
+            self._set_lease(self._liveness.extended(sent, self.session_timeout, self._lease_margin, now))
         self._lock.notify_all()
 
     def _on_history(self, history: EpochHistory) -> None:
@@ -569,23 +566,24 @@ class OrderedProducer:
 
     def _apply(self, state: _TopicState, history: EpochHistory) -> bool:
         """Update a topic's state from its history; True when a new fence must be acknowledged."""
-        current = history.current
         with self._gate:
-            if current.state == EpochState.FENCING:
-                state.blocked = True
-                state.fence_epoch = current.epoch
-                self._refresh_writable()
-                return state.acked_fence < current.epoch
-            state.blocked = False
-            state.enter_epoch(history.active.epoch, history.active.partitions)
+            state.fence = state.fence.seen(history)
+            if not state.fence.blocked:
+                state.enter_epoch(history.active.epoch, history.active.partitions)
             self._refresh_writable()
-            return False
+            return state.fence.unacknowledged is not None
+
+    def _set_lease(self, lease: LeaseState) -> None:
+        """Move to ``lease``: its time where produce() reads it, every topic's route; call with
+        ``_gate`` held."""
+        self._liveness = lease
+        self._lease.until = lease.until
+        self._refresh_writable()
 
     def _refresh_writable(self) -> None:
         """Recompute every topic's fast-path flag and route; call with ``_gate`` held."""
-        stopped = self._self_fenced or self._closed
         for topic, state in self._topics.items():
-            state.writable = not state.blocked and not stopped
+            state.writable = writable(state.fence, self._liveness, self._closed)
             self._route(topic, state)
 
     def _fast_path(self, slow: Callable[..., None]) -> Callable[..., None] | None:
@@ -634,11 +632,13 @@ class OrderedProducer:
             sent = time.monotonic()
             if self._send_report(timeout=interval, acked=fenced):
                 self._renew(sent, fenced)
-            elif time.monotonic() >= self._lease.until and not self._self_fenced:
-                _log.error("producer %s: cannot report liveness; stopping to produce", self.producer_id)
+            else:
                 with self._lock, self._gate:
-                    self._self_fenced = True
-                    self._refresh_writable()
+                    before, after = self._liveness, self._liveness.unreported(time.monotonic())
+                    if after != before:
+                        self._set_lease(after)
+                if after.stopped and not before.stopped:
+                    _log.error("producer %s: cannot report liveness; stopping to produce", self.producer_id)
             self._report_now.wait(interval)
             self._report_now.clear()
 
@@ -647,26 +647,22 @@ class OrderedProducer:
         lapse the operator may have fenced and published without this producer: the epoch log
         is read to its end and applied first, so nothing is queued by a partition count it
         replaced (the log's listener may not have run yet when catch_up returns)."""
-        lapsed = self._self_fenced or time.monotonic() >= self._lease.until
-        if lapsed and not self._reread_epochs():
+        if not self._liveness.holds(time.monotonic()) and not self._reread_epochs():
             return  # the next report tries again; produce() stays held meanwhile
         with self._lock:
-            for topic, epoch in acked.items():
-                self._topics[topic].acked_fence = max(self._topics[topic].acked_fence, epoch)
-            if self._self_fenced:
+            if self._liveness.stopped:
                 _log.warning("producer %s: reporting again, resuming", self.producer_id)
             with self._gate:
-                self._self_fenced = False
-                self._lease.until = max(self._lease.until, sent + self.session_timeout - self._lease_margin)
-                self._refresh_writable()
+                for topic, epoch in acked.items():
+                    self._topics[topic].fence = self._topics[topic].fence.acknowledged(epoch)
+                self._set_lease(self._liveness.renewed(sent, self.session_timeout, self._lease_margin))
             self._lock.notify_all()
 
     def _reread_epochs(self) -> bool:
         """Read the epoch log to its end and apply every topic's history; False when it cannot be
         read within a session."""
         with self._lock, self._gate:
-            self._self_fenced = True
-            self._refresh_writable()
+            self._set_lease(self._liveness.stop())
         if not self._log.catch_up(self.session_timeout):
             _log.error(
                 "producer %s: cannot read the epoch log after a lapse; still stopped", self.producer_id
@@ -685,16 +681,12 @@ class OrderedProducer:
     def _pending_fences(self) -> dict[str, int]:
         """Fences applied (so no record can follow) but not yet acknowledged."""
         with self._lock, self._gate:
-            return {
-                t: s.fence_epoch
-                for t, s in self._topics.items()
-                if s.blocked and s.acked_fence < s.fence_epoch
-            }
+            return {t: e for t, s in self._topics.items() if (e := s.fence.unacknowledged) is not None}
 
     def _report(self, acked: Mapping[str, int], closed: bool) -> ProducerReport:
         with self._lock:
             topics = dict(self._topics)
-            fenced = {t: s.acked_fence for t, s in topics.items() if s.acked_fence >= 0}
+            fenced = {t: s.fence.acked for t, s in topics.items() if s.fence.acked >= 0}
         fenced.update(acked)
         return ProducerReport(
             producer_id=self.producer_id,

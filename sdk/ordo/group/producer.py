@@ -37,6 +37,7 @@ from ..protocol import GroupSettings, MemberAssignment, checkpoint_key, transact
 from .checkpoints import DEFAULT_CHECKPOINT_TOPIC, Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from .idle import IdleClock
 from .membership import Membership
+from .plan import plan_assignment
 from .transaction import SourceTransaction
 
 __all__ = ["GroupProducer", "Rebalance"]
@@ -131,6 +132,7 @@ class GroupProducer:
         self._closed = False
         self._idle = IdleClock(DEFAULT_SETTINGS.max_idle_seconds)
         self._stepped_out = False  # idle past the limit: Lease given up until alive() is called
+        self._units = _Units(self)
         self._membership = Membership(
             api_client, namespace, pod, group, on_assignment=self._on_assignment, on_lost=self._on_lost
         )
@@ -219,7 +221,7 @@ class GroupProducer:
                 )
             settings = self._settings or DEFAULT_SETTINGS
             tx = SourceTransaction(
-                self,
+                self._units,
                 source_partition,
                 self._generation,
                 slot.producer,
@@ -228,11 +230,7 @@ class GroupProducer:
                 self._membership.clock,
             )
             slot.open = tx
-        if settings.exactly_once:
-            try:
-                slot.producer.begin_transaction()
-            except KafkaException as error:
-                raise tx._failure(error) from error
+        tx.begin()
         return tx
 
     def close(self, timeout: float = 30.0) -> None:
@@ -272,41 +270,32 @@ class GroupProducer:
     # -- assignment changes (on the membership's watch thread) -------------------------------
 
     def _on_assignment(self, assignment: MemberAssignment | None) -> None:
+        """Apply an assignment (``plan_assignment`` says what to release, take and acknowledge):
+        hand back, adopt the settings, open the producers of what is taken, read the checkpoints,
+        announce, acknowledge."""
         if self._closed:
             return
-        target = set(assignment.partitions) if assignment is not None else set()
-        settings = (assignment.settings if assignment else None) or self._settings or DEFAULT_SETTINGS
-        generation = assignment.generation if assignment else self._generation
-        # exactlyOnce or checkpointTopic changed (the CRD refuses that; an older CRD may not):
-        # this member's producers cannot serve the new settings, so it hands its partitions back
-        # to itself, as in a revocation, and takes them again under the new settings
-        restart = self._settings is not None and not settings.same_producers(self._settings)
-        if restart:
+        with self._lock:
+            plan = plan_assignment(
+                assignment, self._slots, self._settings, DEFAULT_SETTINGS, self._generation, self._stepped_out
+            )
+            for p in plan.release:
+                self._slots[p].revoking = True
+        if plan.restart:
             _log.warning(
                 "member %s: the group's settings changed (%s); restarting its partitions under them",
                 self.pod,
-                settings,
+                plan.settings,
             )
-        with self._lock:
-            if self._stepped_out:
-                target = set()  # it takes nothing until alive() brings it back
-            revoked = sorted(p for p in self._slots if p not in target or restart)
-            for p in revoked:
-                self._slots[p].revoking = True
-        self._await_idle(revoked, settings.session_timeout_seconds)
-        with self._lock:
-            gone = [self._slots.pop(p) for p in revoked if p in self._slots]
-            for slot in gone:
-                if slot.open is not None:  # still open past the wait: its unit cannot commit now
-                    slot.open._withdraw("revoked while its transaction was still open")
-            self._owned_changed()
-        self._close_producers(gone, 10)
-        if restart and revoked:
-            self._deliver(Rebalance(generation, revoked=revoked, assignment=self._current()))
+        self._release(list(plan.release), plan.settings.session_timeout_seconds)
+        revoked = list(plan.release)
+        if plan.restart and revoked:
+            self._deliver(Rebalance(plan.generation, revoked=revoked, assignment=self._current()))
             revoked = []
+        settings = plan.settings
         log = self._adopt(settings)
         with self._lock:
-            assigned = sorted(p for p in target if p not in self._slots)
+            assigned = plan.to_take(self._slots)
         producers = self._open_producers(assigned, settings)
         # The new owner's transactional producers are initialised (any transaction left open by
         # the previous owner is aborted), so the checkpoint topic can be read to its end now; also
@@ -314,7 +303,7 @@ class GroupProducer:
         if not self._read_checkpoints(log, settings, bool(assigned or self.owned())):
             return
         if assigned and not settings.exactly_once:
-            stale = self._take_over(assigned, generation, log, settings)
+            stale = self._take_over(assigned, plan.generation, log, settings)
             if stale is None:
                 return  # closed meanwhile
             assigned = [p for p in assigned if p not in stale]
@@ -325,19 +314,31 @@ class GroupProducer:
                 if p not in unused:
                     self._slots[p] = _Slot(producer)
             self._owned_changed()
-            if assignment is not None:
-                self._generation = assignment.generation
+            if plan.acknowledge is not None:
+                self._generation = plan.acknowledge
         self._close_producers(_Slot(producer) for producer in unused.values())
         assigned = [p for p in assigned if p not in unused]
         event = Rebalance(
-            generation=generation,
+            generation=plan.generation,
             assigned={p: self.checkpoint(p) for p in assigned},
             revoked=revoked,
             assignment=self._current(),
         )
         self._deliver(event)
-        if assignment is not None:
-            self._membership.ack(assignment.generation)
+        if plan.acknowledge is not None:
+            self._membership.ack(plan.acknowledge)
+
+    def _release(self, partitions: list[int], timeout: float) -> None:
+        """Hand ``partitions`` back (marked revoking): wait up to ``timeout`` for their open units
+        to end, withdraw those still open, close their producers."""
+        self._await_idle(partitions, timeout)
+        with self._lock:
+            gone = [self._slots.pop(p) for p in partitions if p in self._slots]
+            for slot in gone:
+                if slot.open is not None:  # still open past the wait: its unit cannot commit now
+                    slot.open.withdraw("revoked while its transaction was still open")
+            self._owned_changed()
+        self._close_producers(gone, 10)
 
     def _read_checkpoints(self, log: CheckpointLog, settings: GroupSettings, needed: bool) -> bool:
         """Read the checkpoint topic to its end (if ``needed``); False if the member closed meanwhile."""
@@ -505,7 +506,7 @@ class GroupProducer:
             self._owned_changed()
             for slot in slots:
                 if slot.open is not None:
-                    slot.open._withdraw(reason)
+                    slot.open.withdraw(reason)
         if lost:
             _log.error("member %s: gives up source partitions %s: %s", self.pod, lost, reason)
             self._deliver(Rebalance(self._generation, lost=lost, assignment=self._current()))
@@ -580,33 +581,12 @@ class GroupProducer:
                 "assigns them again if they are still its own)"
             )
 
-    def _check_still_owned(self, partition: int, tx: SourceTransaction) -> None:
-        self._ensure_lease()
-        with self._lock:
-            slot = self._slots.get(partition)
-            if slot is None or slot.open is not tx:
-                raise NotOwnedError(
-                    f"source partition {partition} was taken from member {self.pod} during the "
-                    "transaction; nothing more of it can be written"
-                )
-
-    def _transaction_ended(self, partition: int, tx: SourceTransaction, committed: bool) -> None:
-        with self._lock:
-            slot = self._slots.get(partition)
-            if slot is not None and slot.open is tx:
-                slot.open = None
-                if committed:
-                    self._idle.touch(time.monotonic())
-            # not the idle watch: a later deadline needs no wake-up (it looks again when the old
-            # one passes)
-            self._units_changed.notify_all()
-
     def _drop(self, partition: int, reason: str) -> None:
         """A fenced producer: the partition is gone from this member at once."""
         with self._lock:
             slot = self._slots.pop(partition, None)
-            if slot is not None and slot.open is not None and not slot.open._finished:
-                slot.open._withdraw(reason)  # its unit can no longer commit
+            if slot is not None and slot.open is not None:
+                slot.open.withdraw(reason)  # its unit can no longer commit
             self._owned_changed()
         if slot is None:
             return
@@ -629,6 +609,39 @@ class GroupProducer:
                     busy(),
                     timeout,
                 )
+
+
+class _Units:
+    """A member's side of its units (``UnitOwner``): the one way a unit reaches its member."""
+
+    def __init__(self, member: GroupProducer) -> None:
+        self._member = member
+        self.pod, self.namespace, self.group = member.pod, member.namespace, member.group
+
+    def check(self, unit: SourceTransaction) -> None:
+        member = self._member
+        member._ensure_lease()
+        with member._lock:
+            slot = member._slots.get(unit.partition)
+            if slot is None or slot.open is not unit:
+                raise NotOwnedError(
+                    f"source partition {unit.partition} was taken from member {self.pod} during the "
+                    "transaction; nothing more of it can be written"
+                )
+
+    def ended(self, unit: SourceTransaction, committed: bool, fenced: str | None = None) -> None:
+        member = self._member
+        if fenced is not None:
+            member._drop(unit.partition, fenced)
+        with member._lock:
+            slot = member._slots.get(unit.partition)
+            if slot is not None and slot.open is unit:
+                slot.open = None
+                if committed:
+                    member._idle.touch(time.monotonic())
+            # not the idle watch: a later deadline needs no wake-up (it looks again when the old
+            # one passes)
+            member._units_changed.notify_all()
 
 
 def _kubernetes_client() -> ApiClient:

@@ -24,24 +24,26 @@ from .lapse import LeaseClock
 if TYPE_CHECKING:
     from ..ordered_producer import OrderedProducer
 
-__all__ = ["SourceTransaction", "is_fenced"]
+__all__ = ["SourceTransaction", "UnitOwner", "is_fenced"]
 
 
-class _Member(Protocol):
-    """What a unit needs of the member that opened it (``GroupProducer``): who it is, and where to
-    say that the unit ended or found its partition taken away."""
+class UnitOwner(Protocol):
+    """The member's side of its units (``GroupProducer`` gives each unit one): who the member is,
+    and the two things a unit tells it. The member tells a unit one thing: ``withdraw``."""
 
     pod: str
     namespace: str
     group: str
 
-    def _check_still_owned(self, partition: int, tx: SourceTransaction) -> None: ...
+    def check(self, unit: SourceTransaction) -> None:
+        """Raise NotOwnedError unless the member's Lease holds and ``unit`` is still the open unit
+        of a partition it owns."""
+        ...
 
-    def _ensure_lease(self) -> None: ...
-
-    def _transaction_ended(self, partition: int, tx: SourceTransaction, committed: bool) -> None: ...
-
-    def _drop(self, partition: int, reason: str) -> None: ...
+    def ended(self, unit: SourceTransaction, committed: bool, fenced: str | None = None) -> None:
+        """``unit`` is over (committed or not); ``fenced``: why its partition is no longer the
+        member's (a newer owner fenced its producer), so the member drops it."""
+        ...
 
 
 _COMMIT_ATTEMPT = 5.0  # seconds one commit_transaction call may take before it is resumed
@@ -58,7 +60,7 @@ class SourceTransaction:
 
     def __init__(
         self,
-        group: _Member,
+        group: UnitOwner,
         partition: int,
         generation: int,
         producer: OrderedProducer,
@@ -124,7 +126,7 @@ class SourceTransaction:
                 raise self._failure(error) from error
             return
         if time.monotonic() > self._lease.valid_until:
-            self._group._ensure_lease()  # a member woken past its session: raises NotOwnedError
+            self._group.check(self)  # a member woken past its session: raises NotOwnedError
         callback = self._counting(on_delivery)
         with self._acked:
             self._outstanding += 1
@@ -198,18 +200,29 @@ class SourceTransaction:
             try:
                 self._producer.abort_transaction()
             except KafkaException as error:
-                if is_fenced(error.args[0]):
-                    self._group._drop(self.partition, f"fenced while aborting: {error.args[0]}")
-                else:
+                if not is_fenced(error.args[0]):
                     raise
+                self._end(fenced=f"fenced while aborting: {error.args[0]}")
+                return
         self._end()
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _withdraw(self, reason: str) -> None:
+    def begin(self) -> None:
+        """Exactly-once: begin the unit's Kafka transaction (the member calls it once)."""
+        if self._exactly_once:
+            try:
+                self._producer.begin_transaction()
+            except KafkaException as error:
+                raise self._failure(error) from error
+
+    def withdraw(self, reason: str) -> None:
         """The member gave the partition up mid-unit (called under its lock, so it only marks):
         every later call of this unit raises NotOwnedError; the member aborts the unit itself.
-        Every removal of a partition with an open unit calls this: produce() relies on it."""
+        Every removal of a partition with an open unit calls this: produce() relies on it. A
+        unit already over is left as it is."""
+        if self._finished:
+            return
         self._withdrawn = reason
         self._close_fast_path()
 
@@ -227,21 +240,18 @@ class SourceTransaction:
             raise TransactionScopeError(
                 f"the transaction of source partition {self.partition} is already committed or aborted"
             )
-        self._group._check_still_owned(self.partition, self)
+        self._group.check(self)
 
-    def _end(self, committed: bool = False) -> None:
+    def _end(self, committed: bool = False, fenced: str | None = None) -> None:
         self._finished = True
         self._close_fast_path()
-        self._group._transaction_ended(self.partition, self, committed)
+        self._group.ended(self, committed, fenced)
 
     def _failure(self, error: KafkaException) -> Exception:
         """Map a Kafka error: fenced → drop the partition; abortable → abort; else as it is."""
         kafka_error: KafkaError = error.args[0]
         if is_fenced(kafka_error):
-            self._finished = True
-            self._close_fast_path()
-            self._group._drop(self.partition, str(kafka_error))
-            self._group._transaction_ended(self.partition, self, False)
+            self._end(fenced=str(kafka_error))
             return ProducerFencedError(
                 f"source partition {self.partition}: another member took it over ({kafka_error}); "
                 "stop producing it, its data since the last checkpoint was not committed"

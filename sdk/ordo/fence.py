@@ -1,0 +1,87 @@
+"""An OrderedProducer's fence and lease as pure state machines (its threads apply them).
+
+``TopicFence``: where one topic's fence stands (the epoch log's news moves it, an acknowledged
+report ends its wait). ``LeaseState``: until when the producer may queue records at all (a report that
+arrived renews it; one that cannot be sent past it stops the producer until the epoch log is read
+again). A topic takes a record only while ``writable``: not fenced, and the producer neither
+stopped nor closed. No lock, no Kafka, no clock: the caller passes the time and holds the locks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .epochs import EpochHistory, EpochState
+
+__all__ = ["LeaseState", "TopicFence", "writable"]
+
+
+@dataclass(frozen=True)
+class TopicFence:
+    """One topic's fence, as this producer applied and reported it."""
+
+    blocked: bool = False
+    """No record of the topic may be queued: a fence is applied (or the topic is not reported yet)."""
+    epoch: int = -1
+    """The fencing epoch the producer stopped for."""
+    acked: int = -1
+    """The fencing epoch it reported as acknowledged."""
+
+    @classmethod
+    def unreported(cls) -> TopicFence:
+        """A topic met for the first time: blocked until the registry has the producer's report,
+        so every fence waits for it."""
+        return cls(blocked=True)
+
+    def seen(self, history: EpochHistory) -> TopicFence:
+        """After the epoch log's latest history of the topic: blocked while an epoch fences."""
+        current = history.current
+        if current.state == EpochState.FENCING:
+            return replace(self, blocked=True, epoch=current.epoch)
+        return replace(self, blocked=False)
+
+    @property
+    def unacknowledged(self) -> int | None:
+        """The fencing epoch applied (no record can follow) but not yet acknowledged."""
+        return self.epoch if self.blocked and self.acked < self.epoch else None
+
+    def acknowledged(self, epoch: int) -> TopicFence:
+        """A report acknowledging ``epoch`` arrived."""
+        return replace(self, acked=max(self.acked, epoch))
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """Until when (``time.monotonic()``) the producer may queue records: a session after the last
+    report that arrived was sent, less a margin. The operator may judge it gone once a session
+    passes without a report, and a record queued then could land after the thresholds."""
+
+    until: float = 0.0
+    stopped: bool = False
+    """It lapsed (or is being checked): the epoch log is read again before it is renewed."""
+
+    def holds(self, now: float) -> bool:
+        return not self.stopped and now < self.until
+
+    def renewed(self, sent: float, session: float, margin: float) -> LeaseState:
+        """A report sent at ``sent`` arrived (after a lapse: once the epoch log was read again)."""
+        return LeaseState(max(self.until, sent + session - margin), stopped=False)
+
+    def extended(self, sent: float, session: float, margin: float, now: float) -> LeaseState:
+        """A first report for a new topic arrived: it extends the lease only while it holds; a
+        lapsed producer resumes through the heartbeat, which reads the epoch log again first."""
+        if not self.holds(now):
+            return self
+        return replace(self, until=max(self.until, sent + session - margin))
+
+    def unreported(self, now: float) -> LeaseState:
+        """A report could not be sent: past the lease the producer stops."""
+        return self.stop() if now >= self.until else self
+
+    def stop(self) -> LeaseState:
+        return replace(self, stopped=True)
+
+
+def writable(fence: TopicFence, lease: LeaseState, closed: bool) -> bool:
+    """Whether the topic takes records now (the lease's time is checked per record apart)."""
+    return not fence.blocked and not lease.stopped and not closed
