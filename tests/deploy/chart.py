@@ -43,6 +43,20 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "logging": {"format": "text", "verbose": True},
     },
+    # the default Kafka in Strimzi's shape: a KafkaUser's Secret and the cluster CA's, as they are
+    "kafka-strimzi": {
+        "kafka": {
+            "bootstrapServers": "my-cluster-kafka-bootstrap.kafka:9093",
+            "authentication": {
+                "type": "scram-sha-512",
+                "username": "ordo",
+                "passwordSecret": {"secretName": "ordo", "password": "password"},
+            },
+            "tls": {
+                "trustedCertificates": [{"secretName": "my-cluster-cluster-ca-cert", "certificate": "ca.crt"}]
+            },
+        },
+    },
     "members": {"memberRbac": {"create": True, "namespaces": ["data", "billing"]}},
     "monitoring": {
         "metrics": {"serviceMonitor": {"enabled": True}},

@@ -139,3 +139,20 @@ its name) and its own Lease. tests/deploy/test_rbac.py checks them against Group
   resources: [leases]
   verbs: [get, create, update]
 {{- end }}
+
+{{/*
+The Secrets kafka.authentication and kafka.tls name, one a line, each once: the Deployment mounts
+each at /etc/ordo/kafka-secrets/<name>, where the operator reads them (ordo.connection).
+*/}}
+{{- define "ordo.kafkaSecretNames" -}}
+{{- $names := list -}}
+{{- with .Values.kafka.authentication -}}
+{{- with .passwordSecret }}{{ $names = append $names .secretName }}{{ end -}}
+{{- with .certificateAndKey }}{{ $names = append $names .secretName }}{{ end -}}
+{{- with .clientSecret }}{{ $names = append $names .secretName }}{{ end -}}
+{{- end -}}
+{{- with .Values.kafka.tls -}}
+{{- range .trustedCertificates }}{{ $names = append $names .secretName }}{{ end -}}
+{{- end -}}
+{{- $names | uniq | sortAlpha | join "\n" -}}
+{{- end }}
