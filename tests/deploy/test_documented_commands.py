@@ -238,11 +238,24 @@ def check_ordo(argv: list[str], inline: bool) -> None:
 
 
 def _manifests(argv: list[str]) -> list[dict[str, Any]]:
-    """The objects of a ``kubectl apply -f PATH`` (a file or a directory of them)."""
-    path = ROOT / argv[argv.index("-f") + 1]
-    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
-    assert files and all(f.is_file() for f in files), f"kubectl apply -f {path}: nothing there"
-    objects = [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]
+    """The objects of a ``kubectl apply -f PATH`` (a file or a directory of them) or ``-k DIR``
+    (a kustomization, rendered by kubectl's own kustomize)."""
+    if "-k" in argv:
+        folder = ROOT / argv[argv.index("-k") + 1]
+        assert (folder / "kustomization.yaml").is_file(), f"kubectl apply -k {folder}: no kustomization.yaml"
+        kubectl = shutil.which("kubectl")
+        if kubectl is None:
+            pytest.skip("kubectl is not installed")
+        rendered = subprocess.run(
+            [kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert rendered.returncode == 0, f"kubectl kustomize {folder}: {rendered.stderr}"
+        objects = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    else:
+        path = ROOT / argv[argv.index("-f") + 1]
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        assert files and all(f.is_file() for f in files), f"kubectl apply -f {path}: nothing there"
+        objects = [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]
     for obj in objects:
         assert obj.get("apiVersion") and obj.get("kind") and obj.get("metadata", {}).get("name"), obj
     return objects
@@ -267,8 +280,12 @@ def check_kubectl(argv: list[str], inline: bool) -> None:
     verb, argv = kubectl_verb(argv)
     assert verb in KUBECTL_VERBS, f"kubectl {verb}: add the verb to KUBECTL_VERBS if the testbed can run it"
     if argv[1] == "apply" and not (inline and len(argv) == 2):  # bare `kubectl apply`: prose
-        assert "-f" in argv, "kubectl apply without -f"
-        _manifests(argv)
+        assert "-f" in argv or "-k" in argv, "kubectl apply without -f or -k"
+        objects = _manifests(argv)
+        if "-n" in argv or "--namespace" in argv:  # kubectl refuses -n for objects naming another
+            assert not [o["metadata"]["name"] for o in objects if "namespace" in o["metadata"]], (
+                f"{' '.join(argv)}: objects name their own namespace"
+            )
 
 
 def runs_on_testbed(command: DocCommand) -> bool:
@@ -448,7 +465,9 @@ def _run_kubectl(
                 if "namespace" in subject:
                     subject["namespace"] = namespace
         stdin = yaml.safe_dump_all(objects)
-        argv[argv.index("-f") + 1] = "-"
+        flag = "-f" if "-f" in argv else "-k"
+        at = argv.index(flag)
+        argv[at : at + 2] = ["-f", "-"]
     scoped = {"-A", "--all-namespaces", *_NAMESPACE_FLAGS} & set(argv) or argv[1] == "apply"
     line = [kubectl, *argv[1:], *([] if scoped or "namespace" in argv else ["--namespace", namespace])]
     return subprocess.run(

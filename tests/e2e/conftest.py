@@ -38,10 +38,17 @@ def pytest_configure(config: pytest.Config) -> None:
     JOURNAL.config = config
 
 
+# The suite's last tests, whichever file comes after test_cluster.py: the uninstall ends the cluster's
+# use (test_spark.py's apps need the operator and the namespace it removes).
+LAST = ("test_uninstall_in_the_documented_order_leaves_nothing_hanging",
+        "test_images_and_node_programs_are_cached_for_the_next_run")  # fmt: skip
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     e2e = [item for item in items if "tests/e2e" in str(item.fspath)]
     if not e2e:
         return
+    items[:] = [i for i in items if i.name not in LAST] + [i for i in items if i.name in LAST]
     reason = unavailable_reason()
     for item in e2e:
         item.add_marker(pytest.mark.e2e)

@@ -40,9 +40,11 @@ SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PYTHON_BASE = "ordo-python:3.11-bookworm"
 JAVA_BASE = "ordo-java:17-bookworm"
+SPARK_BASE = "ordo-python-java:3.11-17-bookworm"  # spark_apps/Dockerfile's PYTHON_IMAGE
 BASES = {
     PYTHON_BASE: ["python3", "python3-venv", "python-is-python3"],
     JAVA_BASE: ["openjdk-17-jre-headless"],
+    SPARK_BASE: ["python3", "python3-venv", "python-is-python3", "openjdk-17-jre-headless", "tini", "procps"],
 }
 
 
@@ -53,9 +55,10 @@ class Images:
     app: str = "ordo-app:e2e"
     kafka: str = "ordo-kafka:e2e"
     pause: str = "ordo-pause:e2e"
+    spark: str = "ordo-spark:e2e"
 
     def all(self) -> list[str]:
-        return [self.pause, self.operator, self.operator_next, self.app, self.kafka]
+        return [self.pause, self.operator, self.operator_next, self.app, self.kafka, self.spark]
 
 
 def image_id(tag: str) -> str | None:
@@ -228,6 +231,9 @@ def build_all(images: Images, journal: Journal) -> None:
             )
         with journal.step(f"image {images.app} (testbed/Dockerfile)") as notes:
             notes.append(docker_build(ROOT / "testbed" / "Dockerfile", images.app, ROOT, *python))
+        with journal.step(f"image {images.spark} (spark_apps/Dockerfile, on {SPARK_BASE})") as notes:
+            spark = [f"PYTHON_IMAGE={SPARK_BASE}", f"PIP_INDEX_URL={index}"]
+            notes.append(docker_build(ROOT / "spark_apps" / "Dockerfile", images.spark, ROOT, *spark))
     with journal.step(f"image {images.kafka} (Apache Kafka {jars.KAFKA_VERSION}, Maven jars)") as notes:
         notes.append(build_kafka(images.kafka))
 

@@ -21,9 +21,19 @@ from pathlib import Path
 from .node import cache_dir, run
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECTS = [ROOT, ROOT / "operator", ROOT / "testbed"]
+PROJECTS = [ROOT, ROOT / "operator", ROOT / "testbed", ROOT / "spark_apps"]
 BUILD_REQUIREMENTS = ["setuptools>=69", "wheel"]  # the projects' build-system.requires
-OWN = re.compile(r"^ordo_kafka(_operator|_testbed)?-")  # the repository's own: built from the context
+OWN = re.compile(r"^ordo_kafka(_operator|_testbed|_spark)?-")  # the repository's own: built from the context
+SPARK_DOCKERFILE = ROOT / "spark_apps" / "Dockerfile"
+
+
+def pinned() -> list[str]:
+    """What spark_apps/Dockerfile installs by exact version besides the repository (pyspark)."""
+    return [
+        pin
+        for pin in re.findall(r'"([A-Za-z0-9_.-]+==[0-9][^"]*)"', SPARK_DOCKERFILE.read_text())
+        if not pin.startswith("ordo-kafka")
+    ]
 
 
 def _normalized(name: str) -> str:
@@ -33,14 +43,17 @@ def _normalized(name: str) -> str:
 def wheelhouse() -> tuple[Path, str]:
     """The wheelhouse, and "cached" or "built"."""
     folder = cache_dir() / "wheelhouse"
-    key = hashlib.sha256(b"".join((p / "pyproject.toml").read_bytes() for p in PROJECTS)).hexdigest()
+    pins = pinned()
+    key = hashlib.sha256(
+        b"".join((p / "pyproject.toml").read_bytes() for p in PROJECTS) + " ".join(pins).encode()
+    ).hexdigest()
     marker = folder / ".key"
     if marker.exists() and marker.read_text() == key:
         return folder, "cached"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", folder, ROOT, ROOT / "operator",
-        ROOT / "testbed", *BUILD_REQUIREMENTS, timeout=1800)  # fmt: skip
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", folder, *PROJECTS, *pins,
+        *BUILD_REQUIREMENTS, timeout=1800)  # fmt: skip
     for wheel in folder.iterdir():
         if OWN.match(wheel.name):
             wheel.unlink()

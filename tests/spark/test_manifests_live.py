@@ -25,6 +25,8 @@ DRIVER_ACTIONS = [
     ("watch", "pods"),
     ("delete", "pods"),
     ("create", "services"),
+    ("patch", "services"),  # Spark 4 creates the driver's Service by server-side apply
+    ("patch", "configmaps"),
     ("delete", "services"),
     ("create", "configmaps"),
     ("delete", "configmaps"),

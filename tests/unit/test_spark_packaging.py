@@ -167,8 +167,8 @@ def _image_uid() -> int:
 # PersistentVolumeClaims for on-demand volumes.
 DRIVER_NEEDS = {
     "pods": {"create", "get", "list", "watch", "delete"},
-    "services": {"create", "get", "delete"},
-    "configmaps": {"create", "get", "delete"},
+    "services": {"create", "get", "patch", "delete"},  # Spark 4: server-side apply (patch)
+    "configmaps": {"create", "get", "patch", "delete"},
     "persistentvolumeclaims": {"create", "get", "list", "delete"},
 }
 # Which pods write each path argument of a job: a checkpoint by the driver, a stateful query's
