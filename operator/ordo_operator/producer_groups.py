@@ -40,7 +40,7 @@ from . import metrics
 from .config import OperatorConfig
 from .crash import crash_point
 from .kafka import clients_for
-from .kube import KafkaConnectionError, api_client, kafka_config, patch_status, status_patch
+from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
 from .member_views import GroupViews, list_items, observe_lease, observe_pod
 from .plans.group import GroupPass, PodView, checkpoint_rows, fresh_leases, plan_group
 from .plans.sessions import lease_sessions
@@ -178,7 +178,7 @@ class _GroupDriver:
         self.writers = ThreadPoolExecutor(ANNOTATION_WRITERS, thread_name_prefix=f"ordo-annotate-{name}")
         status = _status_of(body)
         self.live: set[str] = {m.pod for m in status.members}
-        self.reported: dict[str, Any] = {}
+        self.reported = ProducerGroupStatus()  # what this driver wrote (its fields set)
         self.problem: tuple[str, str] | None = None
         self.rebalance_started: float | None = None
         self.last_rebalance = status.last_rebalance_seconds
@@ -208,7 +208,7 @@ class _GroupDriver:
         period = min(1.0, spec.session_timeout_seconds / 4)
         _wakers.select(self.namespace, self.name, spec.selector)
         self.views.refresh(spec.selector)
-        generation = _status_of(self.body).generation
+        generation = _status_of(self.body, "generation").generation
         leases, now = self.views.leases(), datetime.now(UTC)
         selected: dict[str, PodView] = {}
 
@@ -359,7 +359,7 @@ class _GroupDriver:
             kopf.event(self.body, type="Warning", reason=problem[0], message=problem[1])
         self.problem = problem
         if problem is not None and generation is None:  # an invalid spec: only the conditions change
-            conditions = _conditions(_status_of(self.body).conditions, None, problem, None)
+            conditions = _conditions(_status_of(self.body, "conditions").conditions, None, problem, None)
             self._patch(ProducerGroupStatus(conditions=conditions))
 
     def _write_status(self, resource: ProducerGroup, outcome: GroupPass) -> None:
@@ -382,7 +382,9 @@ class _GroupDriver:
             checkpointed=checkpointed,
             observed_generation=generation,
             last_rebalance_seconds=self.last_rebalance,
-            conditions=_conditions(_status_of(self.body).conditions, outcome, problem, generation),
+            conditions=_conditions(
+                _status_of(self.body, "conditions").conditions, outcome, problem, generation
+            ),
         )
         self._patch(new)
         metrics.record_group_status(
@@ -391,11 +393,12 @@ class _GroupDriver:
         )  # fmt: skip
 
     def _patch(self, status: ProducerGroupStatus) -> None:
-        patch = status_patch(status)
-        if all(self.reported.get(k) == v for k, v in patch.items()):
-            return  # nothing new: no write
+        written = self.reported
+        fields = status.model_fields_set
+        if all(f in written.model_fields_set and getattr(written, f) == getattr(status, f) for f in fields):
+            return  # nothing new: no write (compared as models: dumping 1,000 members took 2 ms)
         patch_status(PLURAL, self.namespace, self.name, status)
-        self.reported.update(patch)
+        self.reported = written.model_copy(update={f: getattr(status, f) for f in fields})
 
 
 def _conditions(
@@ -422,14 +425,13 @@ def _conditions(
     return conditions
 
 
-def _status_of(body: kopf.Body) -> ProducerGroupStatus:
-    """The group's status as last written, or an empty one. Only the fields this driver reads are
-    validated: the rest (1,000 members' worth) is the driver's own output."""
+def _status_of(body: kopf.Body, *fields: str) -> ProducerGroupStatus:
+    """The group's status as last written (the rest default): only ``fields`` (camelCase; all the
+    driver reads when none) are validated, not the driver's own output (1,000 members' worth of
+    members and checkpoints every second cost 6 ms)."""
     status = body.get("status") or {}
-    return ProducerGroupStatus.model_validate({k: status[k] for k in _READ if k in status})
-
-
-_READ = ("generation", "members", "lastRebalanceSeconds", "conditions")
+    wanted = fields or ("generation", "members", "lastRebalanceSeconds", "conditions")
+    return ProducerGroupStatus.model_validate({k: status[k] for k in wanted if k in status})
 
 
 def _annotate(core: CoreV1Api, namespace: str, pod: str, value: str | None) -> bool:
