@@ -5,7 +5,8 @@
 
 Each batch part is written in one Kafka transaction tagged with the batch id, so a batch that
 Spark replays after a failure is not written twice. Keep ``--sink-id`` stable across restarts.
-Kafka settings come from ``KAFKA_*`` environment variables, or ``--bootstrap``.
+Kafka settings come from ``ORDO_KAFKA_BOOTSTRAP`` and the other ``ORDO_KAFKA_*`` variables
+(the Secret ``ordo-spark-kafka``; spark_apps/README.md), or ``--bootstrap``.
 """
 
 from __future__ import annotations

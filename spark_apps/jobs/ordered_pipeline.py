@@ -3,8 +3,8 @@
     spark-submit ordered_pipeline.py --topic orders --output /data/checks \
         --checkpoint /data/checkpoints/checks
 
-Kafka settings come from ``KAFKA_*`` environment variables (``KAFKA_BOOTSTRAP_SERVERS``, and the
-Secret's ``KAFKA_SASL_USERNAME`` etc.), or ``--bootstrap``.
+Kafka settings come from ``ORDO_KAFKA_BOOTSTRAP`` and the other ``ORDO_KAFKA_*`` variables
+(the Secret ``ordo-spark-kafka``; spark_apps/README.md), or ``--bootstrap``.
 """
 
 from __future__ import annotations

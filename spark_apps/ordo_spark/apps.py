@@ -9,13 +9,18 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ordo.connection import InvalidConnectionError, librdkafka_config, mounted_secrets
 from ordo.protocol import DEFAULT_EPOCH_TOPIC
 
 from . import register
 
 __all__ = [
+    "AUTHENTICATION_ENV",
     "BOOTSTRAP_ENV",
+    "DEFAULT_SECRETS_DIR",
     "OPTIONS_ENV",
+    "SECRETS_DIR_ENV",
+    "TLS_ENV",
     "job_parser",
     "kafka_config_from_env",
     "open_stream",
@@ -23,40 +28,60 @@ __all__ = [
     "source_options",
 ]
 
+# The variables read, the operator's own (its chart sets them for its default Kafka): nothing else
+# in the environment is. A prefix scan of KAFKA_* took in what the kubelet injects for a Service
+# named kafka (KAFKA_PORT, KAFKA_SERVICE_HOST, ...) as options librdkafka refuses.
 BOOTSTRAP_ENV = "ORDO_KAFKA_BOOTSTRAP"
-"""Kafka's bootstrap servers (``bootstrap.servers``): ordo's one name for it, the operator's too."""
+"""``bootstrap.servers``: ordo's one name for it."""
+AUTHENTICATION_ENV = "ORDO_KAFKA_AUTHENTICATION"
+"""Strimzi's ``authentication`` as JSON (``{"type": "scram-sha-512", "username": "spark",
+"passwordSecret": {"secretName": "spark", "password": "password"}}``)."""
+TLS_ENV = "ORDO_KAFKA_TLS"
+"""Strimzi's ``tls`` as JSON (``{"trustedCertificates": [{"secretName": "my-cluster-cluster-ca-cert",
+"certificate": "ca.crt"}]}``)."""
+SECRETS_DIR_ENV = "ORDO_KAFKA_SECRETS_DIR"
+"""Where the Secrets those name are mounted, one folder each (default ``DEFAULT_SECRETS_DIR``)."""
+DEFAULT_SECRETS_DIR = "/etc/ordo/kafka-secrets"
 OPTIONS_ENV = "ORDO_KAFKA_OPTIONS"
-"""More librdkafka settings as a JSON object (``security.protocol``, ``sasl.*``, ``ssl.ca.location``)."""
+"""Raw librdkafka settings as a JSON object: the escape hatch (they may add to what the shape
+decides, not contradict it)."""
 
 
-def kafka_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Kafka client settings from exactly two variables, ``ORDO_KAFKA_BOOTSTRAP`` and
-    ``ORDO_KAFKA_OPTIONS``; nothing else in the environment is read. (A prefix scan of ``KAFKA_*``
-    took in what the kubelet injects for a Service named ``kafka``: ``KAFKA_PORT``,
-    ``KAFKA_SERVICE_HOST``, ... became options librdkafka refuses.) ValueError names the variable
-    when its value is not what it must be."""
+def kafka_config_from_env(
+    environ: Mapping[str, str] | None = None, bootstrap: str | None = None
+) -> dict[str, str]:
+    """Kafka client settings from the ``ORDO_KAFKA_*`` variables above (``bootstrap`` overrides
+    ``ORDO_KAFKA_BOOTSTRAP``), built by ``ordo.connection`` as the operator builds its own.
+    InvalidConnectionError names the variable, field or Secret key at fault."""
     source = os.environ if environ is None else environ
-    config: dict[str, str] = {}
-    raw = source.get(OPTIONS_ENV, "").strip()
-    if raw:
-        try:
-            options = json.loads(raw)
-        except ValueError as error:
-            raise ValueError(f"{OPTIONS_ENV} is not JSON: {error}") from None
-        if not isinstance(options, dict) or any(isinstance(v, dict | list) for v in options.values()):
-            raise ValueError(f"{OPTIONS_ENV} must be a JSON object of librdkafka options (name: value)")
-        config.update({str(k): _option(v) for k, v in options.items()})
-    bootstrap = source.get(BOOTSTRAP_ENV, "").strip()
-    if bootstrap:
-        given = config.get("bootstrap.servers")
-        if given is not None and given != bootstrap:
-            raise ValueError(f"{BOOTSTRAP_ENV} ({bootstrap}) and bootstrap.servers in {OPTIONS_ENV} differ")
-        config["bootstrap.servers"] = bootstrap
-    return config
+    options = {str(k): _option(v) for k, v in _json_object(source, OPTIONS_ENV).items()}
+    return librdkafka_config(
+        bootstrap or source.get(BOOTSTRAP_ENV, "").strip() or options.get("bootstrap.servers", ""),
+        _json_object(source, AUTHENTICATION_ENV) or None,
+        _json_object(source, TLS_ENV) or None,
+        options,
+        secrets=mounted_secrets(source.get(SECRETS_DIR_ENV) or DEFAULT_SECRETS_DIR),
+        where="kafka",  # kafka.authentication.passwordSecret: the shape's fields, as the chart names them
+    )
+
+
+def _json_object(source: Mapping[str, str], name: str) -> dict[str, Any]:
+    raw = source.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as error:
+        raise InvalidConnectionError(f"{name} is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise InvalidConnectionError(f"{name} must be a JSON object")
+    return value
 
 
 def _option(value: object) -> str:
     """A JSON value as librdkafka's string: booleans as ``true``/``false``."""
+    if isinstance(value, dict | list):
+        raise InvalidConnectionError(f"{OPTIONS_ENV} must map librdkafka option names to values")
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -116,16 +141,15 @@ def open_stream(
 ) -> tuple[Any, dict[str, str]]:
     """A session and an ``ordo-kafka`` stream of ``topic`` from the common arguments; returns the
     stream and the Kafka client settings it used."""
-    kafka = kafka_config_from_env()
+    try:
+        kafka = kafka_config_from_env(bootstrap=args.bootstrap)
+    except InvalidConnectionError as error:  # the message names what to fix: say it alone
+        raise SystemExit(
+            f"{app_name}: {error} (from {BOOTSTRAP_ENV}, {AUTHENTICATION_ENV}, {TLS_ENV}, {OPTIONS_ENV}: "
+            "the Secret ordo-spark-kafka, spark_apps/README.md)"
+        ) from None
     more = dict(args.options)
     kafka.update({k.removeprefix("kafka."): v for k, v in more.items() if k.startswith("kafka.")})
-    if args.bootstrap:
-        kafka["bootstrap.servers"] = args.bootstrap
-    if "bootstrap.servers" not in kafka:
-        raise SystemExit(
-            f"{app_name}: no Kafka to read: set {BOOTSTRAP_ENV} (the Secret ordo-spark-kafka, see "
-            "spark_apps/README.md) or give --bootstrap"
-        )
     settings = source_options(
         kafka,
         subscribe=topic,

@@ -55,7 +55,7 @@ _CONTAINER = {
     "volumeMounts": "volumeMounts",
     "securityContext": "securityContext",
 }
-_ROLE = {*_CONF, *_POD_SPEC, *_CONTAINER, "labels", "annotations"}
+_ROLE = {*_CONF, *_POD_SPEC, *_CONTAINER, "labels", "annotations", "secrets"}
 _EXECUTOR = {
     "instances": "spark.executor.instances",
     "deleteOnTermination": "spark.kubernetes.executor.deleteOnTermination",
@@ -181,8 +181,18 @@ def _template(role: str, pod: Mapping[str, Any], volumes: Mapping[str, Any]) -> 
     missing = [name for name in mounted if name not in volumes]
     if missing:
         raise UnsupportedField(f"spec.{role}.volumeMounts name volumes spec.volumes lacks: {missing}")
-    if mounted:
-        spec["volumes"] = [copy.deepcopy(volumes[name]) for name in dict.fromkeys(mounted)]
+    pod_volumes = [copy.deepcopy(volumes[name]) for name in dict.fromkeys(mounted)]
+    for i, secret in enumerate(pod.get("secrets") or []):  # the operator's: a Secret volume each
+        _refuse(secret, {"name", "path", "secretType"}, f"spec.{role}.secrets[{i}]")
+        if secret.get("secretType", "Generic") != "Generic":
+            raise UnsupportedField(
+                f"spec.{role}.secrets[{i}].secretType {secret['secretType']}: only Generic"
+            )
+        volume = f"{secret['name']}-volume"
+        pod_volumes.append({"name": volume, "secret": {"secretName": secret["name"]}})
+        container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": secret["path"]})
+    if pod_volumes:
+        spec["volumes"] = pod_volumes
     spec["containers"] = [container]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": spec}
 

@@ -76,6 +76,17 @@ def test_a_volume_goes_only_to_the_pods_that_mount_it() -> None:
     assert "volumes" not in sink.executor_template["spec"]
 
 
+def test_secrets_are_mounted_where_the_manifest_says(pipeline: dict[str, Any]) -> None:
+    """The operator's ``secrets``: e.g. Strimzi's KafkaUser and CA Secrets where the jobs read
+    them (ORDO_KAFKA_SECRETS_DIR)."""
+    pipeline["spec"]["executor"]["secrets"] = [{"name": "spark", "path": "/etc/ordo/kafka-secrets/spark"}]
+    template = submission(pipeline, "data").executor_template["spec"]
+    assert {"name": "spark-volume", "secret": {"secretName": "spark"}} in template["volumes"]
+    assert {"name": "spark-volume", "mountPath": "/etc/ordo/kafka-secrets/spark"} in (
+        template["containers"][0]["volumeMounts"]
+    )
+
+
 def test_argv_is_spark_submits_with_the_templates_and_ends_with_the_job(pipeline: dict[str, Any]) -> None:
     sub = submission(pipeline, "jobs")
     argv = sub.argv("k8s://https://10.0.0.1:443", "/t/driver.yaml", "/t/executor.yaml")
@@ -110,7 +121,12 @@ def test_the_manifests_own_sparkconf_wins(pipeline: dict[str, Any]) -> None:
     ("change", "complaint"),
     [
         (lambda s: s.update(deps={"packages": ["x:y:1"]}), "spec: deps"),
-        (lambda s: s["driver"].update(secrets=[{"name": "s", "path": "/s"}]), "spec.driver: secrets"),
+        (
+            lambda s: s["driver"].update(
+                secrets=[{"name": "s", "path": "/s", "secretType": "GCPServiceAccount"}]
+            ),
+            "only Generic",
+        ),
         (lambda s: s["executor"].update(gpu={"name": "nvidia.com/gpu"}), "spec.executor: gpu"),
         (lambda s: s.update(mode="client"), "only cluster mode"),
         (lambda s: s.update(volumes=[]), "volumes spec.volumes lacks"),
