@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,26 @@ def register(commands: Any) -> None:
         help="the live view (default: when the output is a terminal)",
     )  # fmt: skip
     parser.set_defaults(run=run)
+    verify = commands.choices.get("verify")
+    if verify is not None:  # the verifier checks a sandbox's topic against its source too
+        verify.add_argument(
+            "--source", dest="expected", type=_orders, metavar="ORDERS_DB",
+            help="a sandbox's orders.db (its --workdir): every order must be in the topic once",
+        )  # fmt: skip
+
+
+def _orders(path: str) -> Callable[[], dict[str, int]]:
+    """``ordo verify --source``: customer → its orders' count, from a sandbox's SQLite source (read
+    when the command runs, so a wrong path is its one-line error)."""
+
+    def counts() -> dict[str, int]:
+        from ordo_sandbox.source import source_counts
+
+        if not Path(path).is_file():
+            raise CliError(f"--source: no such file {path}")
+        return source_counts(Path(path))
+
+    return counts
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.live import Live
 
 from ordo._clients import drain, logged
-from ordo.verify import check_topic, read_epochs, read_topic, source_counts
+from ordo.verify import check_topic, read_epochs, read_topic
 from ordo_sandbox import source
 from ordo_sandbox.monitor import Monitor, Sources, kafka_end_offsets, member_events
 from ordo_sandbox.report import SandboxReport, StageOutcome
@@ -48,6 +48,7 @@ from ordo_sandbox.stages import (
 )
 from ordo_sandbox.view import render
 from ordo_testbed.pods import PLACEHOLDER_IMAGE
+from ordo_testbed.records import RECORDS
 from ordo_testbed.waiting import wait_for
 
 __all__ = ["Options", "Sandbox"]
@@ -415,9 +416,10 @@ class Sandbox:
         for process in self.consumers:
             _terminate(process)
         config = {"bootstrap.servers": self.bootstrap}
-        expected = source_counts(self.db)
-        records, unreadable = read_topic(config, self.o.topic)
-        kafka = check_topic(self.o.topic, records, read_epochs(config, self.o.topic), expected, unreadable)
+        expected = source.source_counts(self.db)
+        read = read_topic(config, self.o.topic, layout=RECORDS)
+        records, epochs = read.records, read_epochs(config, self.o.topic)
+        kafka = check_topic(self.o.topic, records, epochs, expected, read.unreadable)
         consumers = verify(expected, list(self.sources.consumer_logs.values()))
         missing = set(consumers.missing)
         places = {(r.key, r.seq): f"p{r.partition}@{r.offset}" for r in records if (r.key, r.seq) in missing}

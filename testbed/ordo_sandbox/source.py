@@ -30,6 +30,7 @@ __all__ = [
     "create",
     "customer_name",
     "orders_after",
+    "source_counts",
     "source_partition",
     "timestamp",
 ]
@@ -105,6 +106,14 @@ def last_changes(path: Path) -> dict[int, str]:
     with closing(connect(path)) as connection:
         rows = connection.execute("SELECT src, MAX(last_change_ts) FROM orders GROUP BY src").fetchall()
     return {src: ts for src, ts in rows}
+
+
+def source_counts(path: Path) -> dict[str, int]:
+    """Customer → how many orders it has (numbers 0..n-1): what the verifier expects in the topic,
+    each once (``ordo verify --source orders.db``)."""
+    with closing(connect(path)) as connection:
+        rows = connection.execute("SELECT customer, COUNT(*) FROM orders GROUP BY customer").fetchall()
+    return {customer: count for customer, count in rows}
 
 
 class OrderWriter:

@@ -43,6 +43,7 @@ from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.pods import Pod, PodSet
+from ordo_testbed.records import RECORDS
 from ordo_testbed.resources import Expansions, Groups, group_member_argv
 from ordo_testbed.waiting import wait_for
 
@@ -331,9 +332,10 @@ def test_killed_brokers_lose_duplicate_and_reorder_nothing(world: World) -> None
     alive = [p.poll() is None for p in world.workload.consumers]
     consumed = world.workload.stop()
     delivered = read_delivered(world.workload.delivered_paths())
-    stored, unreadable = read_topic(config, world.orders, WAIT)
+    read = read_topic(config, world.orders, WAIT, layout=RECORDS)
+    stored = read.records
     in_kafka = check_topic(
-        world.orders, stored, read_epochs(config, world.orders, world.epochs), delivered, unreadable
+        world.orders, stored, read_epochs(config, world.orders, world.epochs), delivered, read.unreadable
     )
     logs = [world.workload.processed_path(i) for i in range(CONSUMERS)]
     consumer_stalls(world.kills, world.orders, logs)

@@ -405,13 +405,16 @@ def test_helm_reads_quoted_escaped_dots_commas_and_lists_as_helm_does() -> None:
 
 
 def _numbered_topic(kafka: KafkaHandle) -> str:
-    """A topic of this test's own holding records ``ordo verify`` reads (``{"k": key, "s": n}``):
-    the sandbox leaves ``orders`` behind for it, the testbed has no such topic."""
+    """A topic of this test's own holding records every documented ``ordo verify`` reads: the
+    harness's ``{"k": key, "s": n}`` (the sandbox leaves ``orders`` behind for it, the testbed has
+    no such topic), with the docs' application fields (``customer``, ``order_no``), the key as the
+    Kafka key and the number in a header ``seq`` too."""
     topic = kafka.create_topic(2, prefix="orders")
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
     for seq in range(3):
         for key in ("a", "b"):
-            producer.produce(topic, json.dumps({"k": key, "s": seq}).encode(), key.encode())
+            value = json.dumps({"k": key, "s": seq, "customer": key, "order_no": seq}).encode()
+            producer.produce(topic, value, key.encode(), headers=[("seq", str(seq).encode())])
     assert producer.flush(30) == 0
     return topic
 
@@ -425,7 +428,7 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 @pytest.mark.testbed
 @pytest.mark.parametrize("command", [c for c in COMMANDS if runs_on_testbed(c)], ids=_id)
 def test_documented_command_runs_on_the_testbed(command: DocCommand, kafka: KafkaHandle, kube: Kube) -> None:
-    env = {"KUBECONFIG": str(kube.kubeconfig_path), "KAFKA_BOOTSTRAP": kafka.bootstrap}
+    env = {"KUBECONFIG": str(kube.kubeconfig_path), "ORDO_KAFKA_BOOTSTRAP": kafka.bootstrap}
     for argv in concrete(command):
         if argv[0] == "ordo":
             if argv[1] == "verify":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -76,6 +77,77 @@ def test_verify_counts_duplicates_and_gaps_and_reports_a_missing_topic(
     missing = kafka.topic("absent")
     assert ordo(["verify", "--topic", missing, "--bootstrap", kafka.bootstrap]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def _produce(
+    kafka: KafkaHandle, topic: str, records: Sequence[tuple[int, bytes | None, Any, dict[str, str]]]
+) -> None:
+    """(partition, Kafka key, JSON value, headers) records, in this order: an application's topic."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    for partition, key, value, headers in records:
+        payload = value if isinstance(value, bytes) else json.dumps(value).encode()
+        producer.produce(topic, payload, key, partition, headers=list(headers.items()))
+    assert producer.flush(30) == 0
+
+
+def test_verify_on_an_application_topic_says_what_it_expected_and_reads_the_fields_it_is_given(
+    kafka: KafkaHandle, log_topics: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    epochs, _ = log_topics
+    topic = kafka.create_topic(2)
+    orders = [(0, "c1", 0), (1, "c2", 0), (0, "c1", 1), (1, "c2", 1)]
+    _produce(kafka, topic, [(p, c.encode(), {"customer": c, "order_no": n, "amount": 9.5}, {})
+                            for p, c, n in orders])  # fmt: skip
+    base = ["verify", "--topic", topic, "--bootstrap", kafka.bootstrap, "--epoch-topic", epochs]
+
+    # the harness's formats are installed: none reads these records, and it says so in one line
+    assert ordo(base) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none of the 4 records" in err, err
+    assert 'it reads JSON values {"k": key, "s": n, ...}' in err  # what it expected
+    assert "JSON objects with fields amount, customer, order_no" in err  # what it found
+    assert "This would read them: --key-field customer --seq-field order_no." in err
+
+    assert ordo([*base, "--key-field", "customer", "--seq-field", "order_no"]) == 0
+    out = capsys.readouterr().out
+    assert 'reads JSON values {"customer": key, "order_no": n, ...}' in out
+    assert "4 records of 2 keys" in out and "unreadable 0" in out and out.rstrip().endswith("OK"), out
+
+    # the same orders keyed by Kafka, the number in the JSON value or in a header; one reordered
+    _produce(kafka, topic, [(0, b"c1", {"customer": "c1", "order_no": 3}, {}),
+                            (0, b"c1", {"customer": "c1", "order_no": 2}, {})])  # fmt: skip
+    assert ordo([*base, "--seq-field", "order_no", "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["order_violations"] == 1 and verdict["reads"].startswith("the Kafka record key")
+    assert "c1 #2" in verdict["examples"][0]
+
+    headed = kafka.create_topic(1)
+    _produce(kafka, headed, [(0, b"acct", b"opaque", {"seq": str(n)}) for n in (0, 1, 3)]
+             + [(0, b"acct", b"no header", {})])  # fmt: skip
+    assert ordo(["verify", "--topic", headed, "--bootstrap", kafka.bootstrap, "--epoch-topic", epochs,
+                 "--seq-header", "seq", "--json"]) == 1  # fmt: skip
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["records"], verdict["missing"], verdict["unreadable"]) == (3, 1, 1), verdict
+    assert "not JSON objects (e.g. b'no header')" in verdict["unreadable_records"], verdict
+
+
+def test_verify_by_the_kafka_key_alone_checks_each_keys_partition_per_epoch(
+    kafka: KafkaHandle, log_topics: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    epochs, _ = log_topics
+    good, bad = kafka.create_topic(2), kafka.create_topic(2)
+    for topic in (good, bad):
+        _produce(kafka, topic, [(0, b"a", b"x", {}), (1, b"b", b"x", {})])
+        _expanded(kafka, epochs, topic)
+    _produce(kafka, good, [(2, b"a", b"x", {}), (1, b"b", b"x", {})])  # a moved with the expansion
+    _produce(kafka, bad, [(2, b"a", b"x", {}), (0, b"a", b"x", {})])  # a in two partitions of epoch 1
+    argv = ["verify", "--bootstrap", kafka.bootstrap, "--epoch-topic", epochs, "--seq-offset", "--json"]
+    assert ordo([*argv, "--topic", good]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["records"], verdict["epochs"], verdict["numbered"]) == (4, 2, False), verdict
+    assert ordo([*argv, "--topic", bad]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["misplaced"] == 1 and verdict["duplicates"] == verdict["missing"] == 0, verdict
 
 
 def test_status_shows_groups_from_the_api_and_gates_from_the_epoch_log(

@@ -33,6 +33,7 @@ from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import await_records
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.records import RECORDS
 from ordo_testbed.resources import Expansions
 from ordo_testbed.waiting import wait_for
 
@@ -84,10 +85,11 @@ def _paused_while_growing(
 def _judge(kafka: KafkaHandle, topic: str, epochs: str, workload: Workload, directory: Path) -> None:
     """Every verdict on what reached Kafka: the independent verifier, a fresh GatedConsumer group
     (no key out of order, every acknowledged record processed), a plain consumer (the control)."""
-    records, unreadable = read_topic(kafka.config(), topic)
+    read = read_topic(kafka.config(), topic, layout=RECORDS)
+    records = read.records
     stored = check_topic(topic, records, read_epochs(kafka.config(), topic, epochs))
     print("verifier:", stored.summary(), stored.examples)
-    assert unreadable == 0 and stored.duplicates == 0
+    assert read.unreadable == 0 and stored.duplicates == 0
     assert stored.order_violations == 0 and stored.misplaced == 0, stored.examples
     acknowledged = set(read_acknowledged(workload.delivered_paths()))
     assert acknowledged <= {(r.key, r.seq) for r in records}, "an acknowledged record is not in Kafka"

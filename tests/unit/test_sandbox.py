@@ -11,19 +11,12 @@ import pytest
 from rich.console import Console
 
 from ordo.cli import main as ordo
-from ordo.verify import (
-    ActiveEpoch,
-    StoredRecord,
-    check_topic,
-    decode_record,
-    epoch_of,
-    parse_epochs,
-    source_counts,
-)
+from ordo.verify import ActiveEpoch, StoredRecord, check_topic, epoch_of, parse_epochs
 from ordo_sandbox import source
 from ordo_sandbox.monitor import LiveOrder, LogTail, closed_gates, slow_units
 from ordo_sandbox.report import SandboxReport, SparkOutcome, StageOutcome, checks, render
 from ordo_sandbox.scenario.verify import Verdict
+from ordo_sandbox.source import source_counts
 from ordo_sandbox.stages import (
     MIN_DURATION,
     Step,
@@ -34,6 +27,7 @@ from ordo_sandbox.stages import (
 )
 from ordo_sandbox.view import MemberRow, Snapshot
 from ordo_sandbox.view import render as render_view
+from ordo_testbed.records import decode_record
 
 # --- the source ---------------------------------------------------------------------------------
 

@@ -3,12 +3,8 @@
 It reads the topic with read_committed to the end of every partition, and the topic's history from
 the epoch log as plain JSON, and checks each key's records: none twice, none missing, and in order
 across expansions. It shares no code with the SDK's producers and consumers (only how a Kafka
-client is configured, ``ordo._clients``); only the record formats:
-
-- numbered records, ``{"k": key, "s": n, ...}``: the sandbox's orders (key = customer, n = the
-  customer's order number) and the scenario's keyed producers of ordo's test harness;
-- source records, ``{"p": source partition, "seq": n, ...}``: the harness's ProducerGroup members
-  (key = ``src-<p>``, its Kafka key).
+client is configured, ``ordo._clients``). Where a record's key and per-key number are is the
+caller's to say (:mod:`ordo.verify.records`: JSON fields, or the Kafka key with a header).
 
 Order: a key lives in one partition per epoch, so its records in storage order are those of each
 epoch (an epoch's records in an old partition start at that epoch's threshold) one epoch after
@@ -21,32 +17,29 @@ of the key's records of that epoch is counted out of order (``misplaced``).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import closing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .._clients import BrokerErrors, cluster_metadata, drain, logged
 from ..protocol import DEFAULT_EPOCH_TOPIC
 from .order import KeyOrder
+from .records import RawRecord, RecordLayout
 
 __all__ = [
     "ActiveEpoch",
     "StoredRecord",
+    "TopicRecords",
     "TopicVerdict",
     "check_topic",
-    "decode_record",
     "epoch_of",
     "parse_epochs",
     "read_epoch_log",
     "read_epochs",
     "read_topic",
-    "source_counts",
 ]
 
 
@@ -67,6 +60,16 @@ class ActiveEpoch:
 
 
 @dataclass
+class TopicRecords:
+    """What ``read_topic`` read: the records the layout read, how many it could not, and the first
+    of those (to say what they look like)."""
+
+    records: list[StoredRecord]
+    unreadable: int = 0
+    samples: list[RawRecord] = field(default_factory=list)
+
+
+@dataclass
 class TopicVerdict:
     topic: str
     records: int = 0
@@ -79,6 +82,7 @@ class TopicVerdict:
     misplaced: int = 0  # counted in order_violations too
     unreadable: int = 0
     expected: int | None = None  # records the source holds, when it is known
+    numbered: bool = True  # False: no per-key numbers, only each key's partition per epoch was checked
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -86,25 +90,17 @@ class TopicVerdict:
         return not (self.duplicates or self.missing or self.order_violations or self.unreadable)
 
     def summary(self) -> str:
+        head = f"{self.topic}: {self.records} records of {self.keys} keys in {self.partitions} partitions, "
+        if not self.numbered:
+            return (
+                f"{head}{self.epochs} epoch(s), no per-key numbers (duplicates and loss not checked): "
+                f"keys out of their epoch's partition {self.misplaced}, unreadable {self.unreadable}"
+            )
         return (
-            f"{self.topic}: {self.records} records of {self.keys} keys in {self.partitions} partitions, "
-            f"{self.epochs} epoch(s): duplicates {self.duplicates}, missing {self.missing}, "
+            f"{head}{self.epochs} epoch(s): duplicates {self.duplicates}, missing {self.missing}, "
             f"order violations {self.order_violations} (misplaced {self.misplaced}), "
             f"unreadable {self.unreadable}"
         )
-
-
-def decode_record(value: bytes | None) -> tuple[str, int] | None:
-    """(key, number) of a record in one of the known formats, or None."""
-    try:
-        data = json.loads(value or b"")
-        if "k" in data and "s" in data:
-            return str(data["k"]), int(data["s"])
-        if "p" in data and "seq" in data:
-            return f"src-{int(data['p'])}", int(data["seq"])
-    except (ValueError, TypeError):
-        pass
-    return None
 
 
 def parse_epochs(history: Mapping[str, Any]) -> list[ActiveEpoch]:
@@ -140,17 +136,21 @@ def check_topic(
     epochs: Sequence[ActiveEpoch] = (),
     expected: Mapping[str, int] | None = None,
     unreadable: int = 0,
+    numbered: bool = True,
 ) -> TopicVerdict:
     """Count duplicates, missing records and per-key order violations. ``expected``: key → how many
     numbers (0..n-1) the source holds; without it, a number below a key's highest that is absent
-    counts as missing."""
+    counts as missing. ``numbered=False``: the records' numbers are their offsets, not the key's
+    sequence; only each key's partition per epoch is checked."""
     placed = [(epoch_of(epochs, r.partition, r.offset), r) for r in records]
     placed.sort(key=lambda er: (er[0], er[1].partition, er[1].offset))
     stored = [r for _, r in placed]
     check = KeyOrder()
-    for r in stored:
-        check.add(r.key, r.seq, f"p{r.partition}@{r.offset}")
+    for i, r in enumerate(stored):
+        check.add(r.key, r.seq if numbered else i, f"p{r.partition}@{r.offset}")
     misplaced = _misplaced(placed)
+    if not numbered:
+        expected = {}
     if expected is None:
         expected = {key: max(numbers) + 1 for key, numbers in check.seen.items()}
         total = None
@@ -177,6 +177,7 @@ def check_topic(
         misplaced=len(misplaced),
         unreadable=unreadable,
         expected=total,
+        numbered=numbered,
         examples=examples,
     )
 
@@ -219,10 +220,16 @@ def _topics(consumer: Any, errors: BrokerErrors, kafka_config: Mapping[str, Any]
 
 
 def read_topic(
-    kafka_config: Mapping[str, Any], topic: str, timeout: float = 60.0
-) -> tuple[list[StoredRecord], int]:
-    """Every committed record of ``topic`` as (records, how many were in no known format).
-    Raises LookupError when the topic does not exist, TimeoutError when it cannot be read to its end."""
+    kafka_config: Mapping[str, Any],
+    topic: str,
+    timeout: float = 60.0,
+    *,
+    layout: RecordLayout,
+    samples: int = 5,
+) -> TopicRecords:
+    """Every committed record of ``topic`` that ``layout`` reads, how many it could not read and the
+    first ``samples`` of those. Raises LookupError when the topic does not exist, TimeoutError when
+    it cannot be read to its end."""
     from confluent_kafka import KafkaError, TopicPartition
 
     errors = BrokerErrors()
@@ -233,8 +240,7 @@ def read_topic(
             raise LookupError(f"topic {topic!r} does not exist")
         partitions = sorted(metadata.partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records: list[StoredRecord] = []
-        unreadable = 0
+        read = TopicRecords([])
         at_end: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(at_end) < len(partitions):
@@ -250,12 +256,16 @@ def read_topic(
                     at_end.add(p)
                     continue
                 at_end.discard(p)
-                decoded = decode_record(message.value())
-                if decoded is None:
-                    unreadable += 1
+                raw = RawRecord(p, message.offset() or 0, message.key(), message.value(),
+                                tuple(message.headers() or ()))  # fmt: skip
+                found = layout.read(raw)
+                if found is None:
+                    read.unreadable += 1
+                    if len(read.samples) < samples:
+                        read.samples.append(raw)
                 else:
-                    records.append(StoredRecord(p, message.offset() or 0, *decoded))
-        return records, unreadable
+                    read.records.append(StoredRecord(p, raw.offset, *found))
+        return read
     finally:
         drain(consumer)  # log lines queued since the last consume (a record it takes is not needed)
         consumer.close()
@@ -300,11 +310,3 @@ def read_epochs(
     """The topic's active epochs from the epoch log ([] if it has none)."""
     history = read_epoch_log(kafka_config, epoch_topic, timeout).get(topic)
     return parse_epochs(history) if history else []
-
-
-def source_counts(path: Path) -> dict[str, int]:
-    """key → how many numbered records it has (0..n-1), from a SQLite ``orders`` table with a
-    ``customer`` column (the sandbox's source): every one of them must be in the topic once."""
-    with closing(sqlite3.connect(path)) as connection:
-        rows = connection.execute("SELECT customer, COUNT(*) FROM orders GROUP BY customer").fetchall()
-    return {customer: count for customer, count in rows}
