@@ -1,7 +1,7 @@
 """Process records on a thread pool with AsyncConsumer (KIP-983): the partitions that stay keep
 flowing while revoked ones finish their work.
 
-    KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/async_processing.py orders 1000
+    ORDO_KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/async_processing.py orders 1000
 """
 
 from __future__ import annotations
@@ -61,4 +61,6 @@ def process_all(bootstrap: str, topic: str, group: str, records: int) -> int:
 
 
 if __name__ == "__main__":
-    print(process_all(os.environ["KAFKA_BOOTSTRAP"], sys.argv[1], "example", int(sys.argv[2])), "processed")
+    print(
+        process_all(os.environ["ORDO_KAFKA_BOOTSTRAP"], sys.argv[1], "example", int(sys.argv[2])), "processed"
+    )

@@ -1,7 +1,7 @@
 """Consume, transform and produce exactly once, with the transaction's partitions and group
 declared up front (KIP-609): a write outside them fails at once and aborts the transaction.
 
-    KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/exactly_once_transform.py in out 1000
+    ORDO_KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/exactly_once_transform.py in out 1000
 """
 
 from __future__ import annotations
@@ -51,4 +51,4 @@ def transform(bootstrap: str, source: str, target: str, group: str, records: int
 
 if __name__ == "__main__":
     source, target, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    print(transform(os.environ["KAFKA_BOOTSTRAP"], source, target, "example", count), "records")
+    print(transform(os.environ["ORDO_KAFKA_BOOTSTRAP"], source, target, "example", count), "records")

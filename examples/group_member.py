@@ -4,7 +4,7 @@ each unit of work committed together with its checkpoint.
 Run it in the pods a ProducerGroup selects, with POD_NAME and POD_NAMESPACE from the downward
 API and ORDO_GROUP = the group's name:
 
-    KAFKA_BOOTSTRAP=kafka:9092 python examples/group_member.py orders 500
+    ORDO_KAFKA_BOOTSTRAP=kafka:9092 python examples/group_member.py orders 500
 """
 
 from __future__ import annotations
@@ -60,4 +60,4 @@ def run(bootstrap: str, topic: str, rows_per_partition: int) -> None:
 
 
 if __name__ == "__main__":
-    run(os.environ["KAFKA_BOOTSTRAP"], sys.argv[1], int(sys.argv[2]))
+    run(os.environ["ORDO_KAFKA_BOOTSTRAP"], sys.argv[1], int(sys.argv[2]))

@@ -1,6 +1,6 @@
 """Produce keyed records with OrderedProducer and read them back with GatedConsumer.
 
-    KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/ordered_pipeline.py orders 1000
+    ORDO_KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/ordered_pipeline.py orders 1000
 
 Run it while an OrderedTopicExpansion grows ``orders``: every customer's records still come out
 in the order they were produced.
@@ -40,6 +40,6 @@ def consume(bootstrap: str, topic: str, group: str, records: int, **options: str
 
 
 if __name__ == "__main__":
-    bootstrap, topic, count = os.environ["KAFKA_BOOTSTRAP"], sys.argv[1], int(sys.argv[2])
+    bootstrap, topic, count = os.environ["ORDO_KAFKA_BOOTSTRAP"], sys.argv[1], int(sys.argv[2])
     produce(bootstrap, topic, count)
     print(len(consume(bootstrap, topic, "example", count)), "records consumed")

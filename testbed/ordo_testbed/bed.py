@@ -73,7 +73,7 @@ class Testbed:
         """Shell lines telling clients where the testbed is: ``export NAME=value``, so that
         ``eval "$(ordo testbed up --background ...)"`` sets them (``parse_shell_lines`` reads them)."""
         found = {
-            "KAFKA_BOOTSTRAP": self.bootstrap,
+            "ORDO_KAFKA_BOOTSTRAP": self.bootstrap,
             # the broker itself, no fault proxy in the path: for measuring ordo, not the proxy
             "KAFKA_DIRECT_BOOTSTRAP": self.kafka.direct_bootstrap,
             "KUBECONFIG": str(self.kubeconfig_path),
@@ -117,7 +117,7 @@ def testbed_process(state_dir: Path, timeout: float = 120.0) -> Iterator[tuple[s
         assert process.stdout is not None
         found: dict[str, str] = {}
         deadline = time.monotonic() + timeout
-        while not {"KAFKA_BOOTSTRAP", "KUBECONFIG"} <= found.keys():
+        while not {"ORDO_KAFKA_BOOTSTRAP", "KUBECONFIG"} <= found.keys():
             line = process.stdout.readline()  # blocks until the testbed prints where it is
             if not line or time.monotonic() > deadline:
                 process.kill()
@@ -125,7 +125,7 @@ def testbed_process(state_dir: Path, timeout: float = 120.0) -> Iterator[tuple[s
                 tail = (state_dir / "testbed.log").read_text(errors="replace").strip().splitlines()[-1:]
                 raise RuntimeError(f"the testbed did not start: {tail[0] if tail else 'no output'}")
             found.update(parse_shell_lines([line]))
-        yield found["KAFKA_BOOTSTRAP"], Path(found["KUBECONFIG"])
+        yield found["ORDO_KAFKA_BOOTSTRAP"], Path(found["KUBECONFIG"])
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)

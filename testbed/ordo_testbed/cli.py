@@ -77,7 +77,7 @@ def _register_testbed(commands: Any) -> None:
         "up",
         help="start both and serve until SIGINT/SIGTERM",
         description="Starts Kafka and the Kubernetes API server in the foreground, prints "
-        "shell-sourceable lines (KAFKA_BOOTSTRAP, KAFKA_DIRECT_BOOTSTRAP, KUBECONFIG, "
+        "shell-sourceable lines (ORDO_KAFKA_BOOTSTRAP, KAFKA_DIRECT_BOOTSTRAP, KUBECONFIG, "
         "ORDO_KAFKA_FAULTS_URL) and serves until SIGINT/SIGTERM.",
     )
     up.add_argument(
@@ -133,7 +133,7 @@ def run_background(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + 300  # a first run on a machine builds nothing, but Kafka may be slow
     while time.monotonic() < deadline:
         lines = out.read_text().splitlines()
-        if {"KAFKA_BOOTSTRAP", "KUBECONFIG"} <= parse_shell_lines(lines).keys():
+        if {"ORDO_KAFKA_BOOTSTRAP", "KUBECONFIG"} <= parse_shell_lines(lines).keys():
             for line in lines:
                 print(line)
             print(f"# stop it with: ordo testbed down --state-dir {state}", file=sys.stderr)

@@ -132,7 +132,7 @@ def test_group_member(
         "member-0",
         argv,
         labels={"app": "example"},
-        env={"ORDO_GROUP": "example", "KAFKA_BOOTSTRAP": kafka.bootstrap},
+        env={"ORDO_GROUP": "example", "ORDO_KAFKA_BOOTSTRAP": kafka.bootstrap},
     )
     try:
         wait_for(

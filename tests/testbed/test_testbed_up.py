@@ -58,7 +58,7 @@ def test_testbed_up_prints_sourceable_lines_serves_and_stops(tmp_path: Path) -> 
         assert all(line.startswith("export ") for line in printed), printed
         lines = parse_shell_lines(printed)
         print(f"\ntestbed up and serving in {time.monotonic() - started:.2f}s")
-        bootstrap, kubeconfig = lines["KAFKA_BOOTSTRAP"], lines["KUBECONFIG"]
+        bootstrap, kubeconfig = lines["ORDO_KAFKA_BOOTSTRAP"], lines["KUBECONFIG"]
         assert lines["ORDO_KAFKA_FAULTS_URL"].startswith("http://127.0.0.1:")
         direct = AdminClient({"bootstrap.servers": lines["KAFKA_DIRECT_BOOTSTRAP"]})
         assert lines["KAFKA_DIRECT_BOOTSTRAP"] != bootstrap and direct.list_topics(timeout=10).brokers
@@ -98,7 +98,7 @@ def test_testbed_up_in_the_background_is_evaluated_by_a_shell_and_stopped_by_dow
     state = tmp_path / "bed"
     script = (
         f'eval "$({sys.executable} -m ordo.cli testbed up --background --kafka-port 0 --kube-port 0 '
-        f'--state-dir {state})" && echo "$KAFKA_BOOTSTRAP $KUBECONFIG"'
+        f'--state-dir {state})" && echo "$ORDO_KAFKA_BOOTSTRAP $KUBECONFIG"'
     )
     shown = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=400, check=True)
     bootstrap, kubeconfig = shown.stdout.split()
