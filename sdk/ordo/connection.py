@@ -297,7 +297,9 @@ def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
         if not line or line[0] in "#!":
             continue
         if line.endswith("\\"):
-            raise InvalidConnectionError(f"{source}:{number}: line continuations are not supported; join the line")
+            raise InvalidConnectionError(
+                f"{source}:{number}: line continuations are not supported; join the line"
+            )
         # the key ends at '=', ':' or white space; then white space and one '=' or ':' may follow
         cut = min(
             (i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i > 0),

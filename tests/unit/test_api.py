@@ -206,7 +206,8 @@ def test_an_empty_selector_is_refused_by_the_model_as_by_the_crds_cel_rule(selec
 def test_credentials_in_kafka_config_are_refused() -> None:
     with pytest.raises(
         ValidationError,
-        match=r"credentials must come from a Secret \(authentication, or secretRef\), not config: sasl\.password",
+        match=r"credentials must come from a Secret \(authentication, or secretRef\), "
+        r"not config: sasl\.password",
     ):
         KafkaConnection.model_validate({"bootstrapServers": "k:9092", "config": {"sasl.password": "x"}})
     ok = KafkaConnection.model_validate(

@@ -180,7 +180,7 @@ def test_command_config_takes_a_kafka_tools_properties_file() -> None:
 # Kafka's tools' client.properties
 security.protocol=SASL_SSL
 sasl.mechanism = SCRAM-SHA-512
-sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ordo" password="s3\\"cr=et";
+sasl.jaas.config=o.a.k.c.s.scram.ScramLoginModule required username="ordo" password="s3\\"cr=et";
 ssl.truststore.type=PEM
 ssl.truststore.location=/etc/ca.crt
 ! another comment
@@ -225,7 +225,7 @@ def test_props_are_key_value_pairs() -> None:
         "linger.ms": "10",
         "client.id": "x",
     }
-    with pytest.raises(InvalidConnectionError, match=r"--consumer-props: expected key=value, got 'fetch.min.bytes'"):
+    with pytest.raises(InvalidConnectionError, match=r"--consumer-props: expected key=value, got 'fetch.min"):
         x_options(["fetch.min.bytes"], "--consumer-props")
 
 
