@@ -1,4 +1,6 @@
-"""Shared fixtures: the Kafka testbed (``kafka``) and the Kubernetes API server (``kube``, ``pods``)."""
+"""Fixtures the suite shares beyond the harness's: the harness's own (the Kafka testbed ``kafka``,
+the Kubernetes API server ``kube``, ``pods``, ...) come from its pytest plugin (the ``pytest11``
+entry points of ordo-kafka-testbed, installed by ``make venv``)."""
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -8,9 +10,7 @@ from hypothesis import settings
 
 from ordo.async_consumer import AsyncConsumer
 from ordo.epochs.log import ensure_log_topics
-from ordo_testbed.kafka.fixtures import *  # noqa: F403
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kube.fixtures import *  # noqa: F403
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.kube.identity import operator_identity
 from ordo_testbed.operator import OperatorProcess

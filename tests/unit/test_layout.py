@@ -58,3 +58,19 @@ def test_the_public_surface_is_flat_and_loads_on_first_use() -> None:
     probe = "import sys, ordo.api, ordo.epochs.history; print('confluent_kafka' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_the_harness_fixtures_come_as_a_pytest_plugin(tmp_path: Path) -> None:
+    """Any pytest run where ordo-kafka-testbed is installed has the harness's fixtures (entry
+    points pytest11), with no conftest.py importing them: here, a folder of one test only."""
+    (tmp_path / "test_probe.py").write_text("def test_probe(kafka_testbed, kube_cluster): pass\n")
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    for fixture in ("kafka_testbed", "kafka", "unique_topic", "kube_cluster", "kube", "pods"):
+        assert f"\n{fixture} " in listed.stdout or f"\n{fixture}\n" in listed.stdout, fixture
+    assert "from ordo_testbed.kafka.fixtures" in listed.stdout  # the plugin's modules, not a conftest
+    assert "HypothesisSideeffectWarning" not in listed.stdout + listed.stderr  # loaded after hypothesis
+    assert not (tmp_path / "conftest.py").exists()
