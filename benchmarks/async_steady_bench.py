@@ -32,8 +32,8 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from ordo._clients import FETCH_QUEUE_BACKOFF_MS
 from ordo.async_consumer import AsyncConsumer
+from ordo.client_config import FETCH_QUEUE_BACKOFF_MS
 
 from ._result import Result, alternate, per_record
 from ._testbed import kafka_bootstrap
@@ -186,7 +186,8 @@ def _sides(bootstrap: str, case: Case) -> dict[str, _Side]:
     for name, side in (("async", _Async), ("raw", _Raw)):
         topic = f"steady-{name}-{time.monotonic_ns()}"
         _fill(bootstrap, topic, records)
-        # the raw side refills its local queue as soon as the AsyncConsumer does (ordo._clients.fast_refill)
+        # the raw side refills its local queue as soon as the AsyncConsumer does
+        # (ordo.client_config.FETCH_QUEUE_BACKOFF_MS)
         config = {
             "bootstrap.servers": bootstrap,
             "group.id": f"g-{topic}",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo._clients import FETCH_QUEUE_BACKOFF_MS
+from ordo.client_config import FETCH_QUEUE_BACKOFF_MS
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
@@ -77,7 +77,7 @@ def _rounds(bootstrap: str) -> dict[str, list[Sample]]:
     # both sides as a tuned user would read: batched consume(), large fetches (10 MB a partition
     # doubles the raw client's rate here against librdkafka's 1 MB: fewer fetch round trips), and
     # a full local queue refilled soon (librdkafka's 1 s fetch.queue.backoff.ms halved the raw
-    # client's rate: the GatedConsumer's default, ordo._clients.fast_refill)
+    # client's rate: the GatedConsumer's default, ordo.client_config.FETCH_QUEUE_BACKOFF_MS)
     config = {
         "bootstrap.servers": bootstrap,
         "fetch.min.bytes": 100_000,

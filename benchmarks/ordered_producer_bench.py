@@ -18,7 +18,7 @@ from collections.abc import Callable
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo._clients import bounded_delivery
+from ordo.client_config import bounded_delivery
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer

@@ -20,9 +20,9 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo._partitions import await_served
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.topics import await_served
 
 from ._result import Result
 from ._testbed import kafka_bootstrap

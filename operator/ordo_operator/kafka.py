@@ -10,11 +10,10 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from ordo._clients import relearn_leaders
-from ordo._partitions import await_served, end_offsets
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
 from ordo.epochs.registry import ProducerRegistry, ProducerReport
+from ordo.topics import await_served, end_offsets, relearn_leaders
 
 from .config import OperatorConfig
 
@@ -94,7 +93,7 @@ class KafkaSide:
             if (self.partition_count(topic) or 0) < count:
                 raise
             note = f"CreatePartitions failed ({error.args[0]}) but took effect: {topic} has {count}"
-        # the new epoch is published only once every partition is served (ordo._partitions)
+        # the new epoch is published only once every partition is served (ordo.topics)
         await_served(self.admin, topic, count, self.timeout, first)
         return note
 

@@ -29,7 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from ordo._clients import drain, logged
+from ordo.client_config import drain, logged
 from ordo.verify import check_topic, read_epochs, read_topic
 from ordo_sandbox import source
 from ordo_sandbox.monitor import Monitor, Sources, kafka_end_offsets, member_events

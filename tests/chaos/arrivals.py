@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from ordo._clients import drain, logged
+from ordo.client_config import drain, logged
 
 __all__ = ["Arrivals", "longest_gap"]
 

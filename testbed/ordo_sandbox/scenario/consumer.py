@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from ordo._clients import logged
+from ordo.client_config import logged
 from ordo.gated_consumer import GatedConsumer
 from ordo.group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
 from ordo.protocol import DEFAULT_EPOCH_TOPIC

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
-from ordo._clients import logged
+from ordo.client_config import logged
 from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
 from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC

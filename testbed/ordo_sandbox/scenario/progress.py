@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ordo._clients import drain, logged
+from ordo.client_config import drain, logged
 
 __all__ = ["find_records", "partition_progress", "partitions_of"]
 

@@ -27,7 +27,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i32
 
-from ordo._clients import logged
+from ordo.client_config import logged
 from ordo_testbed.kafka.broker import BROKER_SETTINGS, HOST, KafkaBroker, Ports
 from ordo_testbed.kafka.oneshot import ask
 from ordo_testbed.waiting import wait_for

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from ordo._clients import logged
-from ordo._partitions import await_served
+from ordo.client_config import logged
 from ordo.group_protocol import GROUP_PROTOCOLS
+from ordo.topics import await_served
 from ordo_testbed.kafka.broker import KafkaTestbed
 from ordo_testbed.kafka.cluster import KafkaCluster
 from ordo_testbed.kafka.faults import FaultSet
