@@ -151,7 +151,14 @@ class CompactedTopicReader(Generic[V]):
                     drain(self._probe)  # its log lines: the probe is never polled otherwise
         with self._changed:
             self._end = high
+        # not read_up_to(): at an empty topic's end (0) this still waits for the reader to get there
         return self.wait_for(lambda: self._position >= high, max(0.0, deadline - time.monotonic()))
+
+    def read_up_to(self, offset: int, timeout: float) -> bool:
+        """Wait until every record below ``offset`` has been read and applied (accepted or
+        refused), e.g. an end offset the caller read itself; False after ``timeout``. A topic's
+        last record is never compacted away, so the reader reaches any end it was given."""
+        return offset <= 0 or self.wait_for(lambda: self._position >= offset, timeout)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout

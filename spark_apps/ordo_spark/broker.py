@@ -3,7 +3,7 @@ histories are never older than the records below the watermarks.
 
 Why the order matters: a record of epoch e exists only after the operator published e to the
 epoch log. Reading the watermarks first, then the epoch log's end, and waiting until our reader
-has applied everything up to that end (``_EpochLogReader.read_up_to``), guarantees that every record below a
+has applied everything up to that end (``EpochLog.read_up_to``), guarantees that every record below a
 watermark has its epoch in the history we plan with; a history that lags by even a few
 milliseconds would let a new epoch's records in an old partition pass as the previous epoch's,
 ungated.
@@ -12,8 +12,7 @@ ungated.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -30,28 +29,6 @@ _log = logging.getLogger(__name__)
 _NO_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
 
 
-class _EpochLogReader(EpochLog):
-    """An EpochLog that knows how far into the log it has applied records."""
-
-    def __init__(self, kafka_config: Mapping[str, Any], topic: str) -> None:
-        self.applied_to = 0  # set before the reader thread starts
-        self._partition = [TopicPartition(topic, 0)]
-        super().__init__(kafka_config, topic)
-
-    def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
-        super()._apply(raw_key, raw_value)
-        # Only the reader thread polls: the position is the one just past the record applied.
-        position = self._consumer.position(self._partition)[0].offset
-        with self._changed:
-            self.applied_to = max(self.applied_to, position)
-            self._changed.notify_all()
-
-    def read_up_to(self, log_end: int, timeout: float) -> bool:
-        """Wait until every record below ``log_end`` has been applied. The log's last record is
-        never compacted away, so the reader always reaches the end it was given."""
-        return log_end <= 0 or self.wait_for(lambda: self.applied_to >= log_end, timeout)
-
-
 class BrokerView:
     """Driver-side Kafka clients of one query; created lazily, closed by ``close``."""
 
@@ -59,7 +36,7 @@ class BrokerView:
         self.options = options
         self.sync_timeout = sync_timeout
         self._consumer = Consumer(options.consumer_config("driver"))
-        self._epochs = _EpochLogReader(options.client_config, options.epoch_topic) if options.gate else None
+        self._epochs = EpochLog(options.client_config, options.epoch_topic) if options.gate else None
 
     def watermarks(self, subscription: Subscription) -> dict[str, dict[int, Watermarks]]:
         """The selected partitions' watermarks, the subscription resolved against today's topics."""

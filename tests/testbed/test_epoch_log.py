@@ -4,7 +4,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
@@ -61,6 +61,34 @@ def test_a_missing_log_reads_as_no_history(kafka: KafkaHandle) -> None:
         assert log.history("orders") is None
     finally:
         log.close()
+
+
+def test_a_reader_reads_up_to_an_end_offset_its_caller_read(kafka: KafkaHandle) -> None:
+    # Spark's driver reads the log's end after the data's watermarks, then plans with the history
+    # read up to that end: every epoch below it must be in the history read_up_to() returns to
+    log_topic = kafka.topic("epochs")
+    ensure_log_topics(kafka.admin, log_topic, kafka.topic("producers"))
+    writer = EpochLogWriter(kafka.config(), log_topic)
+    history = EpochHistory.initial("orders", 3)
+    writer.write(history)
+    history = history.begin_fence(6)
+    writer.write(history)
+    probe = Consumer({**kafka.config(), "group.id": "probe"})
+    log = EpochLog(kafka.config(), log_topic)
+    try:
+        _, end = probe.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=10, cached=False)
+        assert end > 0
+        assert log.read_up_to(end, 15), log.describe()
+        assert log.history("orders") == history
+    finally:
+        log.close()
+        probe.close()
+        writer.close()
+    absent = EpochLog(kafka.config(), kafka.topic("absent"))
+    try:
+        assert absent.read_up_to(0, 0)  # an empty or missing log: nothing to wait for
+    finally:
+        absent.close()
 
 
 def test_a_reader_catches_up_with_a_log_written_faster_than_it_fetches(kafka: KafkaHandle) -> None:
