@@ -37,7 +37,7 @@ from ..protocol import GroupSettings, MemberAssignment, checkpoint_key, transact
 from .checkpoints import DEFAULT_CHECKPOINT_TOPIC, Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from .idle import IdleClock
 from .membership import Membership
-from .plan import plan_assignment
+from .plan import AssignmentPlan, plan_assignment
 from .transaction import SourceTransaction
 
 __all__ = ["GroupProducer", "Rebalance"]
@@ -292,8 +292,24 @@ class GroupProducer:
         if plan.restart and revoked:
             self._deliver(Rebalance(plan.generation, revoked=revoked, assignment=self._current()))
             revoked = []
+        assigned = self._take(plan, self._adopt(plan.settings))
+        if assigned is None:
+            return  # closed meanwhile
+        event = Rebalance(
+            generation=plan.generation,
+            assigned={p: self.checkpoint(p) for p in assigned},
+            revoked=revoked,
+            assignment=self._current(),
+        )
+        self._deliver(event)
+        if plan.acknowledge is not None:
+            self._membership.ack(plan.acknowledge)
+
+    def _take(self, plan: AssignmentPlan, log: CheckpointLog) -> list[int] | None:
+        """Take what ``plan`` assigns and the member lacks: open its producers (exactly-once: that
+        fences the previous owner), read the checkpoints (at-least-once: claim the partitions
+        first), hold them. The partitions taken, or None if the member closed meanwhile."""
         settings = plan.settings
-        log = self._adopt(settings)
         with self._lock:
             assigned = plan.to_take(self._slots)
         producers = self._open_producers(assigned, settings)
@@ -301,11 +317,11 @@ class GroupProducer:
         # the previous owner is aborted), so the checkpoint topic can be read to its end now; also
         # when only kept partitions are left: the event shows their latest checkpoints too.
         if not self._read_checkpoints(log, settings, bool(assigned or self.owned())):
-            return
+            return None
         if assigned and not settings.exactly_once:
             stale = self._take_over(assigned, plan.generation, log, settings)
             if stale is None:
-                return  # closed meanwhile
+                return None
             assigned = [p for p in assigned if p not in stale]
             producers = {p: producer for p, producer in producers.items() if p not in stale}
         with self._lock:
@@ -317,16 +333,7 @@ class GroupProducer:
             if plan.acknowledge is not None:
                 self._generation = plan.acknowledge
         self._close_producers(_Slot(producer) for producer in unused.values())
-        assigned = [p for p in assigned if p not in unused]
-        event = Rebalance(
-            generation=plan.generation,
-            assigned={p: self.checkpoint(p) for p in assigned},
-            revoked=revoked,
-            assignment=self._current(),
-        )
-        self._deliver(event)
-        if plan.acknowledge is not None:
-            self._membership.ack(plan.acknowledge)
+        return [p for p in assigned if p not in unused]
 
     def _release(self, partitions: list[int], timeout: float) -> None:
         """Hand ``partitions`` back (marked revoking): wait up to ``timeout`` for their open units

@@ -29,7 +29,7 @@ __all__ = ["SourceTransaction", "UnitOwner", "is_fenced"]
 
 class UnitOwner(Protocol):
     """The member's side of its units (``GroupProducer`` gives each unit one): who the member is,
-    and the two things a unit tells it. The member tells a unit one thing: ``withdraw``."""
+    and the two things a unit tells it. The member tells a unit two: ``begin`` and ``withdraw``."""
 
     pod: str
     namespace: str
