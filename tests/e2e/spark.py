@@ -36,6 +36,7 @@ from ordo_spark.submission import APP_NAME_LABEL, Submission, submission
 from ordo_testbed.waiting import wait_for
 
 from .cluster import ROOT, Cluster
+from .node import SERVICE_IP
 
 README = ROOT / "spark_apps" / "README.md"
 MANIFESTS = ROOT / "spark_apps" / "manifests"
@@ -44,18 +45,26 @@ DOCUMENTED_BOOTSTRAP = "kafka.kafka:9092"  # the README's Secret: Kafka's Servic
 # What the run changes in the shipped manifests (a JSON merge patch, RFC 7386): the image built here,
 # never pulled, and a driver and executors this 2-core machine holds next to the rest of the suite.
 # Python workers live in the pods' memory beside the JVM, hence the overhead.
+# The cluster has no DNS: the driver reaches the API server by the kubernetes Service's address,
+# not by Spark's default name for it (kubernetes.default.svc).
 _POD = {"cores": 1, "coreRequest": "100m", "memory": "512m", "memoryOverhead": "512m"}
+_NO_DNS = {"spark.kubernetes.driver.master": f"https://{SERVICE_IP}:443"}
 E2E_SIZE: dict[str, dict[str, Any]] = {
     "ordo-ordered-pipeline": {
         "spec": {
             "imagePullPolicy": "Never",
-            "sparkConf": {"spark.sql.shuffle.partitions": "4"},
+            "sparkConf": {**_NO_DNS, "spark.sql.shuffle.partitions": "4"},
             "driver": _POD,
             "executor": {**_POD, "instances": 2},
         }
     },
     "ordo-exactly-once-sink": {
-        "spec": {"imagePullPolicy": "Never", "driver": _POD, "executor": {**_POD, "instances": 1}}
+        "spec": {
+            "imagePullPolicy": "Never",
+            "sparkConf": _NO_DNS,
+            "driver": _POD,
+            "executor": {**_POD, "instances": 1},
+        }
     },
 }
 

@@ -13,7 +13,9 @@ import http.server
 import re
 import shutil
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,24 +43,41 @@ def _normalized(name: str) -> str:
 
 
 def wheelhouse() -> tuple[Path, str]:
-    """The wheelhouse, and "cached" or "built"."""
-    folder = cache_dir() / "wheelhouse"
+    """The wheelhouse of these projects, and "cached" or "built". One folder per key (the
+    projects' requirements): another run on this machine, of another revision, builds its own
+    beside it instead of emptying this one under a running build (it did: "No matching
+    distribution found for setuptools>=69"). Built in a temporary folder, then renamed."""
     pins = pinned()
     key = hashlib.sha256(
         b"".join((p / "pyproject.toml").read_bytes() for p in PROJECTS) + " ".join(pins).encode()
     ).hexdigest()
-    marker = folder / ".key"
-    if marker.exists() and marker.read_text() == key:
+    folder = cache_dir() / f"wheelhouse-{key[:16]}"
+    if (folder / ".key").exists():
+        (folder / ".key").touch()  # in use: kept by the pruning below
         return folder, "cached"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", folder, *PROJECTS, *pins,
-        *BUILD_REQUIREMENTS, timeout=1800)  # fmt: skip
-    for wheel in folder.iterdir():
-        if OWN.match(wheel.name):
-            wheel.unlink()
-    marker.write_text(key)
+    building = Path(tempfile.mkdtemp(prefix="wheelhouse-building-", dir=cache_dir()))
+    try:
+        run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", building, *PROJECTS, *pins,
+            *BUILD_REQUIREMENTS, timeout=1800)  # fmt: skip
+        for wheel in building.iterdir():
+            if OWN.match(wheel.name):
+                wheel.unlink()
+        (building / ".key").write_text(key)
+        building.rename(folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    _prune(keep=folder)
     return folder, "built"
+
+
+def _prune(keep: Path, unused_days: float = 2) -> None:
+    """Wheelhouses no run has used for ``unused_days`` (pyspark alone is 400 MB), and the single
+    folder of the layout before."""
+    shutil.rmtree(cache_dir() / "wheelhouse", ignore_errors=True)
+    for other in cache_dir().glob("wheelhouse-*"):
+        marker = other / ".key"
+        if other != keep and marker.exists() and time.time() - marker.stat().st_mtime > unused_days * 86400:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 class _Index(http.server.SimpleHTTPRequestHandler):
