@@ -31,9 +31,9 @@ import uuid
 from contextlib import ExitStack
 from functools import partial
 
-from ordo.cli.bench import check_output, client_configs
-from ordo.cli.eos_config import EosConfigs
-from ordo.cli.eos_loop import EosLoop
+from ordo_testbed.bench.eos import check_output, client_configs
+from ordo_testbed.bench.eos_config import EosConfigs
+from ordo_testbed.bench.eos_loop import EosLoop
 
 from ._result import Result, alternate, per_record
 from ._testbed import kafka_bootstrap

@@ -11,7 +11,7 @@ verifier in ``ordo.verify``.
 
 ``pip install ordo-kafka`` is what a consumer-only pod needs (confluent-kafka and pydantic);
 ``GroupProducer`` needs the extra ``group`` (the Kubernetes client) and says so when it is missing,
-the ``ordo`` command's ``status``, ``crds`` and ``bench`` the extra ``cli``.
+the ``ordo`` command's ``status`` and ``crds`` the extra ``cli``.
 
 The C accelerators (``ordo._fastproduce``: OrderedProducer.produce()'s common case and the
 partitioner's hash; ``ordo._fastscan``: GatedConsumer's look at a fetched batch) are built with the

@@ -3,7 +3,7 @@
 A consumer-only pod installs ``ordo-kafka`` alone: OrderedProducer, GatedConsumer, AsyncConsumer
 and the verifier need only confluent-kafka and pydantic. What needs more comes with an extra
 (pyproject.toml): ``group`` (GroupProducer's Kubernetes client), ``cli`` (the ``ordo`` command's
-``status``, ``crds`` and ``bench``: the Kubernetes client, rich, pyyaml), ``metrics``
+``status`` and ``crds``: the Kubernetes client, rich, pyyaml), ``metrics``
 (prometheus-client; without it ``ordo.metrics`` is a no-op).
 """
 

@@ -3,7 +3,8 @@ front of them, pods as processes and pytest fixtures (its own distribution, neve
 
 - ``ordo_testbed.kafka``: Apache Kafka (single-node KRaft) behind a thin fault proxy.
 - ``ordo_testbed.kube``: a real Kubernetes API server (etcd, kube-apiserver), no nodes.
-- ``ordo_testbed.cli``: ``ordo testbed up`` and ``ordo bench all|<name>``.
+- ``ordo_testbed.cli``: ``ordo testbed up|down``.
+- ``ordo_testbed.bench``: ``ordo bench eos`` (KIP-609's exactly-once loop) and ``ordo bench all|<name>``.
 - ``ordo_testbed.pods``: local processes as pods.
 - ``ordo_testbed.operator``: the ordo operator as a local process.
 """

@@ -1,7 +1,6 @@
-"""The harness's ``ordo`` commands (the ``ordo.cli`` entry point): ``ordo testbed up`` (the
-Kafka testbed and a Kubernetes API server, in the foreground or ``--background``) and ``down``,
-``ordo bench all|<name>`` (the
-repository's benchmarks, from a checkout) and a local Kafka for ``ordo bench eos --testbed``."""
+"""``ordo testbed`` (the harness's ``ordo.cli`` entry point ``testbed``): ``up`` starts the Kafka
+testbed and a Kubernetes API server, in the foreground or ``--background``, and ``down`` stops a
+background one. ``ordo bench`` is :mod:`ordo_testbed.bench`'s."""
 
 from __future__ import annotations
 
@@ -12,60 +11,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ordo.cli import CliError, bench
+from ordo.cli import CliError
 
 
 def register(commands: Any) -> None:
-    _register_testbed(commands)
-    bench.local_kafka = _local_kafka
-    every = bench.add_kind("all", help="every benchmark of the repository; writes benchmarks/report.md")
-    every.description = (
-        "Runs every benchmark of the repository (python -m benchmarks, from a checkout) and writes "
-        "benchmarks/report.md with its timelines."
-    )
-    every.set_defaults(run=run_checkout, benchmarks=[])
-    for name in checkout_benchmarks():
-        one = bench.add_kind(name, help=f"benchmarks/{name}_bench.py")
-        one.description = f"Runs benchmarks/{name}_bench.py of the repository alone (writes no report)."
-        one.set_defaults(run=run_checkout, benchmarks=[f"{name}_bench"])
-
-
-@contextmanager
-def _local_kafka() -> Iterator[str]:
-    from ordo_testbed.kafka import KafkaTestbed
-
-    with KafkaTestbed() as bed:
-        yield bed.bootstrap
-
-
-def _checkout() -> Path | None:
-    """The repository this harness runs from, when it has the ``benchmarks`` package."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "benchmarks" / "__main__.py").is_file() else None
-
-
-def checkout_benchmarks() -> list[str]:
-    """The benchmark modules of the checkout (``benchmarks/<name>_bench.py``), by name."""
-    root = _checkout()
-    if root is None:
-        return []
-    return sorted(p.stem.removesuffix("_bench") for p in (root / "benchmarks").glob("*_bench.py"))
-
-
-def run_checkout(args: argparse.Namespace) -> int:
-    """``python -m benchmarks [modules]`` in the checkout: one process, its exit code passed on."""
-    root = _checkout()
-    if root is None:
-        raise CliError("the benchmarks live in ordo's repository: run `ordo bench all` from a checkout")
-    return subprocess.call([sys.executable, "-m", "benchmarks", *args.benchmarks], cwd=root)
-
-
-def _register_testbed(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "testbed",
         help="local Kafka and Kubernetes stand-ins",

@@ -64,7 +64,8 @@ def test_the_sdk_wheel_holds_only_the_sdk(tmp_path: Path) -> None:
         scripts = archive.read(f"{info}/entry_points.txt").decode()
     tops = {n.split("/")[0] for n in names} - {info}
     assert tops == {"ordo"}, tops
-    for gone in ("ordo/testbed/", "ordo/sandbox/", "ordo/scenario/"):
+    tools = ("ordo/cli/bench.py", "ordo/cli/eos_loop.py", "ordo/cli/eos_config.py")  # the harness's now
+    for gone in ("ordo/testbed/", "ordo/sandbox/", "ordo/scenario/", *tools):
         assert not any(n.startswith(gone) for n in names), gone
     for kept in ("ordo/__init__.py", "ordo/gated_consumer.py", "ordo/verify/topic.py", "ordo/py.typed"):
         assert kept in names
@@ -91,7 +92,12 @@ def test_the_other_distributions_build_on_their_own(
     assert wheel.name.startswith(f"{distribution}-{VERSION}-")
     with zipfile.ZipFile(wheel) as archive:
         tops = {n.split("/")[0] for n in archive.namelist() if ".dist-info" not in n}
+        entry_points = "".join(
+            archive.read(n).decode() for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")
+        )
     assert package in tops and "ordo" not in tops
+    if package == "ordo_testbed":  # the commands it adds to ordo's, bench eos among them
+        assert "bench = ordo_testbed.bench:register" in entry_points, entry_points
 
 
 # What a consumer-only pod runs, in a venv with the wheel and its dependencies only

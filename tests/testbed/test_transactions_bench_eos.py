@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from ordo.cli import main as ordo
-from ordo.cli.bench import percentile, tally
+from ordo_testbed.bench.eos import percentile, tally
 from ordo_testbed.kafka.fixtures import KafkaHandle
 
 

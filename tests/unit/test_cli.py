@@ -12,7 +12,7 @@ from ordo.api import OrderedTopicExpansion, ProducerGroup
 from ordo.cli import main as ordo
 from ordo.cli.status import GateWait, gates, render
 from ordo.epochs import EpochHistory
-from ordo_testbed import cli as harness_cli
+from ordo_testbed.bench import checkout as harness_bench
 
 HISTORY_JSON = {
     "topic": "orders",
@@ -163,14 +163,14 @@ def test_verify_needs_a_bootstrap_and_an_existing_source(
 
 
 def test_bench_lists_the_checkouts_benchmarks() -> None:
-    names = harness_cli.checkout_benchmarks()
+    names = harness_bench.checkout_benchmarks()
     assert "expansion" in names and "group" in names
 
 
 def test_bench_outside_a_checkout_is_one_clear_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(harness_cli, "_checkout", lambda: None)
+    monkeypatch.setattr(harness_bench, "_checkout", lambda: None)
     err = _one_line_error(["bench", "all"], capsys, monkeypatch)
     assert "from a checkout" in err
 
@@ -190,16 +190,84 @@ def test_bench_runs_the_benchmarks_package_of_the_checkout(monkeypatch: pytest.M
     assert (root / "benchmarks" / "__main__.py").is_file()
 
 
-def test_harness_commands_without_the_harness_say_where_to_get_it(
+def test_harness_commands_without_the_harness_say_in_one_line_what_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ordo.cli.entry_points", lambda group: [])  # the SDK alone
-    monkeypatch.setattr("ordo.cli.bench.local_kafka", None)
-    for command in (["sandbox"], ["testbed"]):
+    monkeypatch.setattr("ordo.cli.entry_points", lambda group: [])  # the SDK alone: no plugin
+    commands = (["sandbox"], ["testbed", "up"], ["bench"], ["bench", "eos", "--testbed"],
+                ["bench", "eos", "-X", "security.protocol=SSL", "--records", "5"])  # fmt: skip
+    for command in commands:
         err = _one_line_error(command, capsys, monkeypatch)
-        assert "test harness" in err and "pip install -e testbed" in err
-    err = _one_line_error(["bench", "eos", "--testbed"], capsys, monkeypatch)
-    assert "--testbed needs ordo's test harness" in err
+        assert err.startswith(f"ordo {command[0]}: ") and "test harness (ordo-kafka-testbed)" in err, err
+        assert "pip install -e ./testbed" in err
+    with pytest.raises(SystemExit):  # the SDK's own commands still refuse what they do not take
+        ordo(["verify", "--topic", "t", "--no-such-option"])
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
+class _EntryPoint:
+    """An entry point of the ``ordo.cli`` group as importlib.metadata gives it."""
+
+    def __init__(self, name: str, register: Any) -> None:
+        self.name, self.value, self.dist = name, f"tests:{name}", None
+        self._register = register
+
+    def load(self) -> Any:
+        if isinstance(self._register, Exception):
+            raise self._register  # as an import that fails
+        return self._register
+
+
+def test_a_plugins_commands_are_added_to_ordo(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hello(args: Any) -> int:
+        print("hello")
+        return 0
+
+    def register(commands: Any) -> None:
+        commands.add_parser("hello").set_defaults(run=hello)
+
+    monkeypatch.setattr("ordo.cli.entry_points", lambda group: [_EntryPoint("hello", register)])
+    assert ordo(["hello"]) == 0
+    assert capsys.readouterr() == ("hello\n", "")
+
+
+def test_a_plugin_that_fails_is_a_warning_naming_it_and_the_others_still_serve(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(commands: Any) -> None:
+        raise RuntimeError("registration went wrong")
+
+    def works(commands: Any) -> None:
+        commands.add_parser("works").set_defaults(run=lambda args: 0)
+
+    plugins = [_EntryPoint("unimportable", ModuleNotFoundError("No module named 'gone'")),
+               _EntryPoint("broken", broken), _EntryPoint("works", works)]  # fmt: skip
+    monkeypatch.setattr("ordo.cli.entry_points", lambda group: plugins if group == "ordo.cli" else [])
+    assert ordo(["works"]) == 0
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [
+        "ordo: warning: command plugin broken (tests:broken) not loaded: "
+        "RuntimeError: registration went wrong",
+        "ordo: warning: command plugin unimportable (tests:unimportable) not loaded: "
+        "ModuleNotFoundError: No module named 'gone'",
+    ]
+
+
+def test_the_harness_plugs_its_commands_in_through_entry_points() -> None:
+    """Installed (make venv installs every distribution), the harness's plugins resolve and add
+    ``ordo bench`` with eos, all and each benchmark of the checkout."""
+    from importlib.metadata import entry_points
+
+    from ordo.cli import PLUGINS_GROUP, build_parser
+
+    plugins = {e.name: e.value for e in entry_points(group=PLUGINS_GROUP)}
+    assert plugins["bench"] == "ordo_testbed.bench:register"
+    assert {"testbed", "sandbox"} <= plugins.keys()
+    args = build_parser().parse_args(["bench", "eos", "--testbed", "--records", "10"])
+    assert args.run.__module__ == "ordo_testbed.bench.eos" and args.testbed and args.records == 10
+    assert build_parser().parse_args(["bench", "group"]).benchmarks == ["group_bench"]
 
 
 def test_status_says_what_it_found_nothing_of_instead_of_empty_tables() -> None:

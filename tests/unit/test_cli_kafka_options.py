@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ordo.cli import CliError, build_parser
-from ordo.cli.bench import client_configs
 from ordo.cli.kafka_options import kafka_settings
+from ordo_testbed.bench.eos import client_configs
 
 COMMANDS = [["status"], ["verify", "--topic", "t"], ["bench", "eos"]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ordo.cli.eos_config import EosConfigError, eos_configs
+from ordo_testbed.bench.eos_config import EosConfigError, eos_configs
 
 
 def test_each_side_gets_its_settings_and_the_benchmark_its_own() -> None:

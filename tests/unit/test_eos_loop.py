@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from ordo.cli import CliError
-from ordo.cli.eos_loop import records_of
+from ordo_testbed.bench.eos_loop import records_of
 
 
 def test_a_batchs_records_pass_and_a_transient_error_event_is_logged_not_dropped_silently(
@@ -16,7 +16,7 @@ def test_a_batchs_records_pass_and_a_transient_error_event_is_logged_not_dropped
 ) -> None:
     first, second = Message(topic="in", partition=0, offset=1), Message(topic="in", partition=1, offset=4)
     transient = Message(error=KafkaError(KafkaError._TRANSPORT, "broker went away"))
-    with caplog.at_level(logging.WARNING, logger="ordo.cli.eos_loop"):
+    with caplog.at_level(logging.WARNING, logger="ordo_testbed.bench.eos_loop"):
         assert records_of([first, transient, second]) == [first, second]
     assert "broker went away" in caplog.text
 

@@ -61,7 +61,6 @@ def test_a_broken_kubernetes_install_is_not_blamed_on_the_extra() -> None:
         (["status", "--kubeconfig", "/nonexistent"], ("rich",)),
         (["status", "--json", "--kubeconfig", "/dev/null"], ("kubernetes",)),
         (["crds", "--check"], ("yaml",)),
-        (["bench", "eos", "--bootstrap", "127.0.0.1:1"], ("rich",)),
     ],
 )
 def test_commands_without_the_cli_extra_say_one_line_naming_it(

@@ -1,8 +1,10 @@
 """The ``ordo`` command. Each subcommand lives in its own module with a ``register`` function.
 
-The SDK brings ``status``, ``verify``, ``crds`` and ``bench eos``. Other distributions add
-commands through the ``ordo.cli`` entry point group (a ``register(commands)`` function each):
-ordo's test harness adds ``testbed`` and ``sandbox`` (and ``bench all|<name>`` in a checkout).
+The SDK brings ``status``, ``verify`` and ``crds``. Other distributions add commands through the
+``ordo.cli`` entry point group (a ``register(commands)`` function each, given the argparse
+subparsers): ordo's test harness adds ``testbed``, ``sandbox`` and ``bench``. A plugin that fails to
+load is one warning line naming it, and the other commands work; without the harness its commands
+say in one line what to install.
 
 Logging goes to stderr: ordo's warnings always, and with ``--verbose`` its debug messages and the
 Kafka client's own lines (librdkafka, logger ``ordo.librdkafka``); without it those are left out and
@@ -14,8 +16,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
-from importlib.metadata import entry_points
+from collections.abc import Iterable, Sequence
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from .._extras import MissingExtraError
@@ -24,8 +26,12 @@ __all__ = ["CliError", "main", "version_text"]
 
 DISTRIBUTION = "ordo-kafka"
 
+PLUGINS_GROUP = "ordo.cli"
+HARNESS_DISTRIBUTION = "ordo-kafka-testbed"
+
 # Commands that come with the test harness, named here so that without it they say where to get it
 _HARNESS_COMMANDS = {
+    "bench": "benchmarks: KIP-609's exactly-once loop (eos) and the repository's",
     "sandbox": "the demo on an embedded Kafka and Kubernetes",
     "testbed": "a local Kafka and Kubernetes API server",
 }
@@ -36,7 +42,7 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, crds, status, verify  # subcommands import CliError from here
+    from . import crds, status, verify  # subcommands import CliError from here
 
     parser = argparse.ArgumentParser(
         prog="ordo",
@@ -50,24 +56,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print debug messages and the Kafka client's own log lines (librdkafka)",
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (status, verify, crds, bench):
+    for module in (status, verify, crds):
         module.register(commands)
-    for plugin in sorted(entry_points(group="ordo.cli"), key=lambda e: e.name):
-        plugin.load()(commands)
+    load_plugins(commands, entry_points(group=PLUGINS_GROUP))
     for name, what in _HARNESS_COMMANDS.items():
         if name not in commands.choices:
             missing = commands.add_parser(
-                name, help=f"{what} (needs ordo's test harness)", description=f"{what.capitalize()}: "
-                "comes with ordo's test harness (from a checkout of ordo: pip install -e testbed).",
+                name, help=f"{what} (needs {HARNESS_DISTRIBUTION})", description=f"{what.capitalize()}: "
+                f"comes with ordo's test harness, {HARNESS_DISTRIBUTION} (from a checkout of ordo: "
+                "pip install -e ./testbed).",
             )  # fmt: skip
             missing.set_defaults(run=_needs_harness)
     return parser
 
 
+def load_plugins(commands: Any, plugins: Iterable[EntryPoint]) -> list[str]:
+    """Calls each plugin's ``register(commands)``, by name. One that fails (its import or its
+    registration) is a warning line on stderr naming it and the other commands serve: a broken
+    plugin must not take ``ordo`` down, nor vanish without a word. Returns the names loaded."""
+    loaded: list[str] = []
+    for plugin in sorted(plugins, key=lambda e: e.name):
+        try:
+            plugin.load()(commands)
+        except Exception as error:  # whatever a plugin raises: it is reported, never silently lost
+            where = f" from {plugin.dist.name}" if plugin.dist is not None else ""
+            print(
+                f"ordo: warning: command plugin {plugin.name} ({plugin.value}{where}) not loaded: "
+                f"{type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
+        else:
+            loaded.append(plugin.name)
+    return loaded
+
+
 def _needs_harness(args: Any) -> int:
     raise CliError(
-        "this command comes with ordo's test harness, which is not installed: from a checkout of "
-        f"ordo, `make {args.command}` or `pip install -e testbed`"
+        f"this command comes with ordo's test harness ({HARNESS_DISTRIBUTION}), which is not "
+        "installed: from a checkout of ordo, `pip install -e ./testbed`"
     )
 
 
@@ -113,7 +139,9 @@ class _StderrLogs(logging.StreamHandler):  # type: ignore[type-arg]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unread = parser.parse_known_args(argv)
+    if unread and args.run is not _needs_harness:  # a missing command's own arguments are its to read
+        parser.error(f"unrecognized arguments: {' '.join(unread)}")
     handler = _StderrLogs(args.command, args.verbose)
     root, ours = logging.getLogger(), logging.getLogger("ordo")
     levels = root.level, ours.level

@@ -16,10 +16,11 @@ from types import TracebackType
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .._clients import BrokerErrors, cluster_metadata, drain, logged
-from ..epochs.log import ensure_log_topics
-from ..ordered_producer import OrderedProducer
-from . import CliError
+from ordo import OrderedProducer
+from ordo.cli import CliError
+from ordo.client_config import BrokerErrors, cluster_metadata, drain, logged
+from ordo.epochs.log import ensure_log_topics
+
 from .eos_config import EosConfigs
 
 __all__ = ["EosLoop", "records_of"]

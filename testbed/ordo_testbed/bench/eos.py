@@ -1,7 +1,4 @@
-"""``ordo bench``: ``eos`` below; ordo's test harness adds ``all`` / ``<name>``, which run the
-repository's benchmarks (``python -m benchmarks``) from a checkout, and ``eos --testbed``.
-
-``ordo bench eos``: a consume-transform-produce exactly-once benchmark, as KIP-609 proposes.
+"""``ordo bench eos``: a consume-transform-produce exactly-once benchmark, as KIP-609 proposes.
 
 Fills the input topic with ``--records`` records, then consumes them, writes one output record per
 input record and commits the consumer's offsets in the same transaction, ``--transaction-size``
@@ -10,7 +7,9 @@ partitions of its records (all of them when a record has no key) and the consume
 (``OrderedProducer.transaction``). At the end a read_committed consumer checks that the output
 holds every input record exactly once. The clients take their settings as Kafka's perf tools do:
 ``--producer-config``/``--consumer-config`` files, ``--producer-props``/``--consumer-props`` over
-them (``ordo.cli.eos_config``); ``--transactional-id`` and a ``--throughput`` cap as KIP-609 lists.
+them (:mod:`ordo_testbed.bench.eos_config`), and the ``-X``/``--command-config`` every ``ordo``
+command takes (:mod:`ordo.connection`) under both; ``--transactional-id`` and a ``--throughput``
+cap as KIP-609 lists. ``--testbed`` runs it on a local broker of the harness.
 """
 
 from __future__ import annotations
@@ -19,21 +18,21 @@ import argparse
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._extras import require_extra
-from ..connection import BOOTSTRAP_ENV, InvalidConnectionError, parse_properties, x_options
-from . import CliError
+from ordo.cli import CliError
+from ordo.cli.kafka_options import add_kafka_options, bootstrap_of, client_options
+from ordo.client_config import logged
+from ordo.connection import BOOTSTRAP_ENV, InvalidConnectionError, parse_properties, x_options
+
 from .eos_config import EosConfigError, EosConfigs, eos_configs
-from .kafka_options import add_kafka_options, bootstrap_of, client_options
 
 __all__ = [
     "EosResult",
-    "add_kind",
     "check_output",
     "client_configs",
     "measure",
@@ -44,15 +43,9 @@ __all__ = [
 ]
 
 
-def register(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "bench",
-        help="benchmarks against a Kafka cluster",
-        description="Benchmarks: eos (KIP-609's consume-transform-produce); with ordo's test harness "
-        "from a checkout also all and each of the repository's benchmarks.",
-    )
-    kinds = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
-    eos = kinds.add_parser(
+def register(kinds: Any) -> None:
+    """``eos`` on ``ordo bench``'s subparsers."""
+    eos: argparse.ArgumentParser = kinds.add_parser(
         "eos",
         help="consume-transform-produce with exactly-once transactions (KIP-609)",
         description="A consume-transform-produce exactly-once benchmark, as KIP-609 proposes: fills "
@@ -121,22 +114,6 @@ def register(commands: Any) -> None:
         "--record-size", type=int, default=100, help="bytes per record value (default %(default)s)"
     )
     eos.set_defaults(run=run)
-    global _kinds
-    _kinds = kinds
-
-
-_kinds: Any = None  # the bench subcommands, for other distributions to add to (add_kind)
-# A local Kafka for ``--testbed``: a context manager factory yielding a bootstrap address, set by
-# ordo's test harness when it is installed
-local_kafka: Callable[[], AbstractContextManager[str]] | None = None
-
-
-def add_kind(name: str, help: str) -> argparse.ArgumentParser:
-    """A new ``ordo bench <name>`` (after ``register``): its parser, to set ``run`` on."""
-    if _kinds is None:
-        raise RuntimeError("ordo bench is not registered yet")
-    parser: argparse.ArgumentParser = _kinds.add_parser(name, help=help)
-    return parser
 
 
 @dataclass
@@ -176,15 +153,9 @@ def tally(run_id: str, records: int, values: Iterable[bytes]) -> tuple[int, int]
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
-    require_extra("rich", "cli", "the benchmark's report")  # before minutes of measuring, not after
     run_id = uuid.uuid4().hex[:8]
     if args.testbed:
-        if local_kafka is None:
-            raise CliError(
-                "--testbed needs ordo's test harness, which is not installed: from a checkout, "
-                "`pip install -e testbed`; or give --bootstrap"
-            )
-        with local_kafka() as local:
+        with _local_kafka() as local:
             return _report(args, measure(args, client_configs(args, local, run_id), run_id))
     given = bootstrap_of(args, client_options(args))
     try:
@@ -194,6 +165,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"give --bootstrap (or set {BOOTSTRAP_ENV}), or use --testbed") from None
         raise
     return _report(args, measure(args, configs, run_id))
+
+
+@contextmanager
+def _local_kafka() -> Iterator[str]:
+    """``--testbed``: a broker of the harness for the run, its bootstrap address."""
+    from ordo_testbed.kafka import KafkaTestbed
+
+    with KafkaTestbed() as bed:
+        yield bed.bootstrap
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -207,7 +187,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def client_configs(args: argparse.Namespace, bootstrap: str | None, run_id: str) -> EosConfigs:
-    """The producer and consumer configs from the options (see ordo.cli.eos_config)."""
+    """The producer and consumer configs from the options (see :mod:`.eos_config`)."""
     sides: dict[str, dict[str, str]] = {}
     common = client_options(args)  # --command-config and -X: both sides, under each side's own
     try:
@@ -233,7 +213,7 @@ def client_configs(args: argparse.Namespace, bootstrap: str | None, run_id: str)
 
 
 def measure(args: argparse.Namespace, configs: EosConfigs, run_id: str) -> EosResult:
-    """Runs the loop (``ordo.cli.eos_loop``) to the end, then reads the output back to check it."""
+    """Runs the loop (:mod:`.eos_loop`) to the end, then reads the output back to check it."""
     from confluent_kafka import KafkaException
 
     from .eos_loop import EosLoop
@@ -261,8 +241,6 @@ def check_output(configs: EosConfigs, topic: str, run_id: str, records: int) -> 
 def _read_committed(consumer_config: dict[str, str], topic: str) -> list[bytes]:
     """Every committed value of ``topic``, read to the end of each partition."""
     from confluent_kafka import Consumer, KafkaError
-
-    from .._clients import logged
 
     reader = Consumer(
         logged(
