@@ -403,7 +403,9 @@ def sink_verdict(bootstrap: str, source: str, output: str) -> SinkVerdict:
 
 def committed_records(bootstrap: str, topic: str, timeout: float = 120) -> Counter[tuple[str, int]]:
     """How often each numbered record (``{"k": key, "s": n}``) is in ``topic``, read committed."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
+
+    from ordo_testbed.kafka.testing import consume
 
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"e2e-verify-{uuid.uuid4().hex[:8]}",
@@ -412,23 +414,11 @@ def committed_records(bootstrap: str, topic: str, timeout: float = 120) -> Count
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        found: Counter[tuple[str, int]] = Counter()
-        ended: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(ended) < len(partitions):
-            assert time.monotonic() < deadline, f"{topic} not read to its end in {timeout} s"
-            for message in consumer.consume(1000, 0.5):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error
-                    ended.add(message.partition() or 0)
-                    continue
-                ended.discard(message.partition() or 0)
-                record = json.loads(message.value() or b"{}")
-                found[(str(record["k"]), int(record["s"]))] += 1
-        return found
+        messages = consume(consumer, until_eof=len(partitions), timeout=timeout)
     finally:
         consumer.close()
+    records = (json.loads(m.value() or b"{}") for m in messages)
+    return Counter((str(r["k"]), int(r["s"])) for r in records)
 
 
 def work_folder() -> Path:

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ordo_spark.apps import source_options
 from ordo_spark.sink import ExactlyOnceKafkaSink
 from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kafka.testing import consume
 from ordo_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.testbed, pytest.mark.slow]
@@ -49,22 +50,11 @@ def _committed_values(kafka: KafkaHandle, topic: str, partitions: int) -> list[i
         kafka.config(group_id="verify", isolation_level="read_committed", enable_partition_eof=True)
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[int] = []
-    ended: set[int] = set()
     try:
-        while len(ended) < partitions:
-            message = consumer.poll(10)
-            assert message is not None, "the output topic must end"
-            error = message.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                ended.add(message.partition() or 0)
-                continue
-            ended.discard(message.partition() or 0)
-            values.append(int(message.value() or b"-1"))
+        messages = consume(consumer, until_eof=partitions, timeout=30)  # the output topic must end
     finally:
         consumer.close()
-    return values
+    return [int(m.value() or b"-1") for m in messages]
 
 
 def _settled_values(kafka: KafkaHandle, topic: str, expected: int) -> list[int]:
