@@ -160,3 +160,9 @@ def test_without_extras_the_wheel_runs_consumers_and_names_the_extra_for_the_res
     assert "pip install 'ordo-kafka[cli]'" in status.stderr and "Traceback" not in status.stderr, (
         status.stderr
     )
+    # the harness's commands, its plugins, are not in the SDK: one line says what to install
+    bench = subprocess.run(
+        [str(ordo), "bench", "eos", "--testbed"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert bench.returncode == 1 and bench.stderr.count("\n") == 1, bench.stderr
+    assert "ordo-kafka-testbed" in bench.stderr and "pip install -e ./testbed" in bench.stderr, bench.stderr
