@@ -15,10 +15,10 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo.epochs import EpochHistory, EpochState
+from ordo.epochs.liveness import ProducerReport
 from ordo.epochs.log import EpochLog
-from ordo.epochs.registry import ProducerReport
-from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 
 __all__ = ["SimulatedProducers"]
 

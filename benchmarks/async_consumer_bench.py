@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ordo.async_consumer import TP, AsyncConsumer
-from ordo.group_protocol import CLASSIC, CONSUMER, with_classic_defaults
+from ordo.kafka_group_protocol import CLASSIC, CONSUMER, with_classic_defaults
 from ordo_sandbox.scenario.records import Numbered, decode, encode, key_name
 from ordo_sandbox.scenario.verify import verify
 

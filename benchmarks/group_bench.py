@@ -24,8 +24,9 @@ import kubernetes
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ordo.control_topics import DEFAULT_CHECKPOINT_TOPIC
 from ordo.epochs.log import ensure_log_topics
-from ordo.group import DEFAULT_CHECKPOINT_TOPIC, GroupProducer
+from ordo.group import GroupProducer
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.pods import Pod, PodSet
 from ordo_testbed.resources import Groups

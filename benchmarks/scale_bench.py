@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 
 from ordo.api import ProducerGroupSpec
 from ordo.assignment import assign
+from ordo.control_topics import MAX_CONTROL_RECORD_BYTES
 from ordo.epochs import EpochHistory, GateKeeper
-from ordo.protocol import MAX_CONTROL_RECORD_BYTES, MemberAssignment
+from ordo.member_wire import MemberAssignment
 from ordo_operator.plans.group import settings_of
 from ordo_spark.planning import Watermarks, plan_batch, slices
 

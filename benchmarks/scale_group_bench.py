@@ -32,7 +32,7 @@ from typing import Any
 import kubernetes
 
 from ordo.group.membership import Membership
-from ordo.protocol import GROUP_LABEL, MemberAssignment
+from ordo.member_wire import GROUP_LABEL, MemberAssignment
 from ordo_testbed.members import SimulatedMembers, api_client, request_counts
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Groups

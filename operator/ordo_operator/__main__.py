@@ -16,7 +16,7 @@ from .config import OperatorConfig
 from .kafka import close_all
 from .logs import FORMATS, configure_logging
 from .metrics import start_metrics_server
-from .setup import register_all
+from .startup import register_all
 
 
 def main(argv: Sequence[str] | None = None) -> int:

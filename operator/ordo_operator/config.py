@@ -9,7 +9,7 @@ from typing import Any
 
 from ordo.api import KafkaAuthentication, KafkaTls
 from ordo.connection import InvalidConnectionError, librdkafka_config, mounted_secrets
-from ordo.epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 
 __all__ = ["DEFAULT_SECRETS_DIR", "OperatorConfig"]
 

@@ -11,8 +11,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ordo.epochs import EpochHistory
+from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
-from ordo.epochs.registry import ProducerRegistry, ProducerReport
 from ordo.topics import await_served, end_offsets, relearn_leaders
 
 from .config import OperatorConfig
@@ -35,7 +35,7 @@ class KafkaSide:
         self.admin = AdminClient(self.config)
         ensure_log_topics(self.admin, settings.epoch_topic, settings.registry_topic)
         self.epochs = EpochLog(self.config, settings.epoch_topic)
-        self.registry = ProducerRegistry(self.config, settings.registry_topic)
+        self.registry = ProducerLiveness(self.config, settings.registry_topic)
         self.writer = EpochLogWriter(self.config, settings.epoch_topic)
         self._writing = threading.Lock()  # the log has one writer: an expansion, or the topic watch
         self._stop = threading.Event()

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.client import CoordinationV1Api, CoreV1Api
 
 from ordo.api.common import LabelSelector
-from ordo.protocol import GROUP_LABEL
+from ordo.member_wire import GROUP_LABEL
 
 from .plans.group import LeaseView, PodView
 from .plans.objects import lease_listed, pod_listed

@@ -34,7 +34,7 @@ from ordo.api import (
 )
 from ordo.api.common import VERSION, ConditionStatus, LabelSelector, set_condition
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
-from ordo.protocol import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
+from ordo.member_wire import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
 
 from . import metrics
 from .config import OperatorConfig

@@ -19,16 +19,17 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ._clients import assign_known, fast_refill, logged
+from .control_topics import DEFAULT_EPOCH_TOPIC
 from .epochs import Gate
 from .epochs.consumer_gate import UNKNOWN_PARTITION_GRACE, ConsumerGate, see_new_partitions, spans
-from .epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
+from .epochs.log import EpochLog
 from .errors import ConfigError, OffsetStoreError
-from .group_protocol import group_protocol
+from .kafka_group_protocol import group_protocol
+from .topic_partition import TP
 
 __all__ = ["UNKNOWN_PARTITION_GRACE", "GatedConsumer"]
 
 _log = logging.getLogger(__name__)
-TP = tuple[str, int]
 _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
 
 

@@ -22,9 +22,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import metrics
 from ._clients import bounded_delivery, logged, quick_transaction_retries
+from .control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from .epochs import EpochHistory, stamp
-from .epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
-from .epochs.registry import ProducerReport
+from .epochs.liveness import ProducerReport
+from .epochs.log import EpochLog
 from .errors import (
     ConfigError,
     ProduceBlockedError,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ordo.connection import InvalidConnectionError, librdkafka_config, mounted_secrets
-from ordo.protocol import DEFAULT_EPOCH_TOPIC
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC
 
 from . import register
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC
 from ordo.errors import ConfigError
-from ordo.protocol import DEFAULT_EPOCH_TOPIC
 
 from .subscription import Subscription
 

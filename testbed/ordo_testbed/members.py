@@ -21,7 +21,7 @@ from typing import Any
 import kubernetes
 from kubernetes import watch
 
-from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, lease_name
+from ordo.member_wire import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, lease_name
 from ordo_testbed.pods import NODE_NAME
 
 __all__ = ["SimulatedMembers", "api_client", "request_counts"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ordo.protocol import GROUP_LABEL
+from ordo.member_wire import GROUP_LABEL
 from ordo_testbed.waiting import wait_for
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from ordo.group.checkpoints import CheckpointLog
-from ordo.protocol import transactional_id
+from ordo.member_wire import transactional_id
 from ordo.verify import check_topic, read_epochs, read_topic
 from ordo_sandbox.scenario.sources import verify_sources
 from ordo_sandbox.scenario.verify import read_delivered, read_processed

@@ -394,7 +394,7 @@ def _selector_resource(selector: Any) -> tuple[str, str]:
 def kopf_handler_uses() -> list[Use]:
     """Register the operator's handlers into a fresh kopf registry and list what they watch."""
     from ordo_operator.config import OperatorConfig
-    from ordo_operator.setup import register_all
+    from ordo_operator.startup import register_all
 
     registry = kopf.OperatorRegistry()
     previous = kopf.get_default_registry()

@@ -19,8 +19,7 @@ from ordo.api import RESOURCES
 from ordo.api.common import Resource
 from ordo.api.crd import crd_manifest
 from ordo.connection import librdkafka_config
-from ordo.epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
-from ordo.protocol import DEFAULT_CHECKPOINT_TOPIC
+from ordo.control_topics import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 
 from .chart import ROOT
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ordo.protocol import GROUP_LABEL
+from ordo.member_wire import GROUP_LABEL
 from ordo_sandbox.scenario.sources import SourceVerdict, verify_sources
 from ordo_testbed.kafka.testing import await_records
 from ordo_testbed.resources import Expansions, Groups

@@ -17,7 +17,7 @@ from typing import Any
 
 import kubernetes
 
-from ordo.protocol import GROUP_LABEL
+from ordo.member_wire import GROUP_LABEL
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.waiting import wait_for
 

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from ordo.async_consumer import TP, AsyncConsumer, Batch, Listener
 from ordo.errors import ConfigError, ConsumerClosedError
-from ordo.group_protocol import CLASSIC, with_classic_defaults
+from ordo.kafka_group_protocol import CLASSIC, with_classic_defaults
 from ordo_testbed.kafka.faults import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for

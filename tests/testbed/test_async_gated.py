@@ -13,7 +13,7 @@ from confluent_kafka import Message, Producer
 from ordo.async_consumer import AsyncConsumer, Batch
 from ordo.epochs import EpochHistory, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
-from ordo.group_protocol import CLASSIC, with_classic_defaults
+from ordo.kafka_group_protocol import CLASSIC, with_classic_defaults
 from ordo_testbed.gate_topics import grown_past_transaction_markers
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for

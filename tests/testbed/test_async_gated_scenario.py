@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Message
 
 from ordo.async_consumer import AsyncConsumer
-from ordo.group_protocol import with_classic_defaults
+from ordo.kafka_group_protocol import with_classic_defaults
 from ordo_sandbox.scenario.progress import partition_progress
 from ordo_sandbox.scenario.records import decode
 from ordo_sandbox.scenario.verify import Verdict, read_delivered, verify

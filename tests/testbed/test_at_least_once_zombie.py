@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from ordo.group.checkpoints import CheckpointLog
-from ordo.protocol import checkpoint_key
+from ordo.member_wire import checkpoint_key
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess

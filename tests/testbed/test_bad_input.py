@@ -20,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 from ordo.api import API_GROUP
 from ordo.api.common import VERSION
 from ordo.epochs import EpochHistory
+from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 from ordo.epochs.log import EpochLog, ensure_log_topics
-from ordo.epochs.registry import ProducerRegistry, ProducerReport
 from ordo.errors import ConfigError, ProducerClosedError, UndeclaredPartitionError
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.ordered_producer import OrderedProducer
@@ -384,7 +384,7 @@ def _registry_record(bad: bytes) -> Callable[[World], None]:
         )
         world.write(world.registry, b"p-good", good.model_dump_json().encode())
         world.write(world.registry, b"p-good", bad)
-        registry = ProducerRegistry({"bootstrap.servers": world.bootstrap}, world.registry)
+        registry = ProducerLiveness({"bootstrap.servers": world.bootstrap}, world.registry)
         try:
             assert registry.catch_up(20)
             assert registry.get("p-good") == good, "the last valid report stays"

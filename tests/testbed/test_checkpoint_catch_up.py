@@ -5,7 +5,7 @@ import pytest
 from confluent_kafka import Producer
 
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
-from ordo.protocol import checkpoint_key
+from ordo.member_wire import checkpoint_key
 from ordo_testbed.kafka.fixtures import KafkaHandle
 
 pytestmark = pytest.mark.testbed

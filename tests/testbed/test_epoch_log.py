@@ -7,8 +7,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ordo.epochs import EpochHistory
+from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
-from ordo.epochs.registry import ProducerRegistry, ProducerReport
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import wait_for
 
@@ -114,10 +114,10 @@ def test_a_reader_catches_up_with_a_log_written_faster_than_it_fetches(kafka: Ka
     thread = threading.Thread(target=report)
     thread.start()
     try:
-        first = ProducerRegistry(kafka.config(), registry)
+        first = ProducerLiveness(kafka.config(), registry)
         wait_for(lambda: len(first.snapshot()) == 4, 15, "every producer's first report")
         first.close()
-        reader = ProducerRegistry(kafka.config(), registry)
+        reader = ProducerLiveness(kafka.config(), registry)
         try:
             assert reader.catch_up(15), reader.describe()
             assert set(reader.snapshot()) == {"p0", "p1", "p2", "p3"}

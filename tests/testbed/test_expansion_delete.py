@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ordo.epochs import EpochState
+from ordo.epochs.liveness import ProducerLiveness
 from ordo.epochs.log import read_history
-from ordo.epochs.registry import ProducerRegistry
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import await_records
@@ -137,7 +137,7 @@ def test_deleting_expansions_held_by_a_stalled_producer_frees_the_topic(
     ).start_producers()  # fmt: skip
     stuck = stalled.producers[0]
     grow = Expansions(kube.custom, kube.namespace)
-    registry_view = ProducerRegistry(kafka.config(), registry)
+    registry_view = ProducerLiveness(kafka.config(), registry)
     try:
         wait_for(lambda: workload.processed_count() > 200, 30, "traffic before the expansion")
         wait_for(lambda: "scenario-producer-5" in registry_view.live(topic), 30, "the stalled one to report")

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ordo.epochs import EpochState
+from ordo.epochs.liveness import ProducerReport
 from ordo.epochs.log import read_history
-from ordo.epochs.registry import ProducerReport
 from ordo.ordered_producer import OrderedProducer
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import wait_for

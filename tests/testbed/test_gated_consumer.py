@@ -12,7 +12,7 @@ from ordo._batch_scan import scan, scan_python
 from ordo.epochs import EpochHistory, Gate, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
-from ordo.group_protocol import with_classic_defaults
+from ordo.kafka_group_protocol import with_classic_defaults
 from ordo_testbed.gate_topics import grown_past_transaction_markers, grown_with_a_gated_partition
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.waiting import wait_for

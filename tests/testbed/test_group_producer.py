@@ -21,7 +21,7 @@ from ordo.errors import (
     TransactionScopeError,
 )
 from ordo.group import GroupProducer, Rebalance
-from ordo.protocol import (
+from ordo.member_wire import (
     ACK_ANNOTATION,
     ASSIGNMENT_ANNOTATION,
     GroupSettings,

@@ -8,7 +8,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ordo import OrderedProducer
-from ordo.epochs.registry import ProducerReport
+from ordo.epochs.liveness import ProducerReport
 from ordo_operator.config import OperatorConfig
 from ordo_operator.kafka import KafkaSide
 from ordo_testbed.kafka.faults import Fault

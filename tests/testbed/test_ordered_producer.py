@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, TopicPartition
 from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamped_epoch
+from ordo.epochs.liveness import ProducerLiveness
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
-from ordo.epochs.registry import ProducerRegistry
 from ordo.errors import ConfigError, ProduceBlockedError, ProducerClosedError
 from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
@@ -33,7 +33,7 @@ class Setup:
     epochs: str
     registry_topic: str
     writer: EpochLogWriter
-    registry: ProducerRegistry
+    registry: ProducerLiveness
 
     def producer(self, **kw: object) -> OrderedProducer:
         options: dict[str, object] = {"session_timeout": 3.0, "block_timeout": 10.0}
@@ -78,7 +78,7 @@ def setup(kafka: KafkaHandle) -> Iterator[Setup]:
     epochs, registry_topic = kafka.topic("epochs"), kafka.topic("producers")
     ensure_log_topics(kafka.admin, epochs, registry_topic)
     writer = EpochLogWriter(kafka.config(), epochs)
-    registry = ProducerRegistry(kafka.config(), registry_topic)
+    registry = ProducerLiveness(kafka.config(), registry_topic)
     yield Setup(kafka, kafka.create_topic(3), epochs, registry_topic, writer, registry)
     registry.close()
     writer.close()

@@ -21,7 +21,7 @@ from ordo._clients import (
     consumer_side,
     quick_transaction_retries,
 )
-from ordo._tail import reader_config
+from ordo._compacted import reader_config
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLog, EpochLogWriter
 from ordo.errors import ConfigError

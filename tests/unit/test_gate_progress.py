@@ -9,16 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ordo.epochs import EpochHistory, Gate, GateKeeper
-from ordo.epochs.progress import (
-    TP,
-    TopicProgress,
-    asked,
-    group_progress,
-    learned,
-    needs_log_start,
-    verdicts,
-)
+from ordo.epochs.progress import TopicProgress, asked, group_progress, learned, needs_log_start, verdicts
 from ordo.epochs.watcher import ProgressWatcher
+from ordo.topic_partition import TP
 
 
 def test_the_partitions_asked_about_are_those_held_gates_wait_for_at_their_highest_threshold() -> None:

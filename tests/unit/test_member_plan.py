@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ordo.group.plan import plan_assignment
-from ordo.protocol import GroupSettings, MemberAssignment
+from ordo.member_wire import GroupSettings, MemberAssignment
 
 DEFAULT = GroupSettings(session_timeout_seconds=30, exactly_once=True, checkpoint_topic="__ordo_checkpoints")
 partitions = st.frozensets(st.integers(0, 15), max_size=16)

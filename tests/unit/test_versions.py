@@ -60,16 +60,14 @@ def wire_shapes() -> dict[str, Any]:
     """Each CRD and wire format, by name, as the code defines it now."""
     from ordo.api import RESOURCES
     from ordo.api.crd import crd_manifest
+    from ordo.control_topics import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
     from ordo.epochs.history import EpochHistory
-    from ordo.epochs.registry import ProducerReport
+    from ordo.epochs.liveness import ProducerReport
     from ordo.epochs.stamp import EPOCH_HEADER, stamp
     from ordo.group.checkpoints import Checkpoint
-    from ordo.protocol import (
+    from ordo.member_wire import (
         ACK_ANNOTATION,
         ASSIGNMENT_ANNOTATION,
-        DEFAULT_CHECKPOINT_TOPIC,
-        DEFAULT_EPOCH_TOPIC,
-        DEFAULT_REGISTRY_TOPIC,
         GROUP_LABEL,
         MemberAssignment,
         checkpoint_key,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ordo.api import ExpansionPhase
+from ordo.control_topics import MAX_CONTROL_RECORD_BYTES
 from ordo.epochs import Epoch, EpochHistory, EpochState
-from ordo.protocol import MAX_CONTROL_RECORD_BYTES
 
 from .topics import added_outside, first_count
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ordo.api import MemberStatus, PartitionCheckpoint, ProducerGroupSpec
-from ordo.protocol import GroupSettings, MemberAssignment, ProtocolError
+from ordo.member_wire import GroupSettings, MemberAssignment, ProtocolError
 
 from .handoff import HandoffPlan, Member, ShrinkBlocked, is_live, plan_handoff
 from .sessions import LeaseSessions

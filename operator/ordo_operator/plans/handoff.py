@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ordo.assignment import Strategy, assign
-from ordo.protocol import MemberAssignment
+from ordo.member_wire import MemberAssignment
 
 __all__ = ["HandoffPlan", "Member", "ShrinkBlocked", "is_live", "plan_handoff"]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION
+from ordo.member_wire import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION
 
 from .group import LeaseView, PodView
 from .watch_cache import Listed, revision_of

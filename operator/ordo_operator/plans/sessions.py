@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ordo.api.producer_group import MAX_SESSION_TIMEOUT_SECONDS
-from ordo.protocol import MemberAssignment, ProtocolError
+from ordo.member_wire import MemberAssignment, ProtocolError
 
 if TYPE_CHECKING:
     from .group import LeaseView

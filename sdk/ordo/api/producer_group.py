@@ -7,7 +7,8 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from ..assignment import Strategy
-from ..protocol import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_MAX_IDLE_SECONDS
+from ..control_topics import DEFAULT_CHECKPOINT_TOPIC
+from ..member_wire import DEFAULT_MAX_IDLE_SECONDS
 from .common import (
     TOPIC_PATTERN,
     Condition,

@@ -4,7 +4,8 @@ The pure parts (``offsets``, ``scheduler``, ``commits``, ``revocations``) are te
 ``consumer`` is the thin shell over confluent-kafka. See docs/async_consumer.md.
 """
 
-from .consumer import TP, AsyncConsumer, Batch, Listener
+from ..topic_partition import TP
+from .consumer import AsyncConsumer, Batch, Listener
 from .scheduler import ORDERINGS, Ordering
 
 __all__ = ["ORDERINGS", "TP", "AsyncConsumer", "Batch", "Listener", "Ordering"]

@@ -32,11 +32,13 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Me
 from .. import metrics
 from .._batch_scan import scan
 from .._clients import fast_refill
+from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..epochs import Gate
 from ..epochs.consumer_gate import ConsumerGate, see_new_partitions
-from ..epochs.log import DEFAULT_EPOCH_TOPIC, EpochLog
+from ..epochs.log import EpochLog
 from ..errors import ConfigError, ConsumerClosedError
-from ..group_protocol import with_classic_defaults
+from ..kafka_group_protocol import with_classic_defaults
+from ..topic_partition import TP
 from .commits import CommitPolicy, to_commit
 from .handoff import Handoff
 from .offsets import OffsetTracker
@@ -56,8 +58,6 @@ HOLD_STEP = 0.005
 """Seconds between the fetcher's looks at a full buffer it holds."""
 SKIP_CHECK_INTERVAL = 0.1
 """Gated: seconds between the fetcher's looks for offsets passed without a record (markers)."""
-TP = tuple[str, int]
-"""(topic, partition)."""
 Listener = Callable[[frozenset[TP]], None]
 """A rebalance callback: ``on_assign``, ``on_revoke`` or ``on_lost``, given the partitions."""
 

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ValidationError
 from .._extras import missing_extra
 from ..api import OrderedTopicExpansion, OrderedTopicExpansionStatus, ProducerGroup, ProducerGroupStatus
 from ..connection import BOOTSTRAP_ENV
+from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..epochs import Epoch, EpochHistory, EpochState, GateKeeper
-from ..protocol import DEFAULT_EPOCH_TOPIC
 from . import CliError
 from .kafka_options import add_kafka_options, kafka_settings
 

@@ -21,7 +21,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from ..connection import BOOTSTRAP_ENV
-from ..protocol import DEFAULT_EPOCH_TOPIC
+from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..verify.records import HOW_TO_POINT, AnyOf, JsonFields, KafkaKey, RecordLayout
 from . import CliError
 from .kafka_options import add_kafka_options, kafka_settings

@@ -1,6 +1,7 @@
 """Epochs of ordered topic expansion (KIP-253): the history model, the prior map and the gate.
 
-The pure part lives here; the epoch log and producer registry clients build on it.
+The pure part lives here; the epoch log's client (``log``) and the producer registry's
+(``liveness``: who is live, who acknowledged a fence) build on it.
 """
 
 from .gate import Gate, GateKeeper

@@ -34,10 +34,11 @@ from .. import metrics
 from .._batch_scan import scan
 from .._clients import consumer_side, logged
 from ..errors import ConfigError
+from ..topic_partition import TP
 from .gate import Gate, GateKeeper
 from .history import EpochHistory
 from .log import EpochLog
-from .progress import TP, TopicProgress, asked, verdicts
+from .progress import TopicProgress, asked, verdicts
 from .stamp import stamped_epoch
 from .watcher import ProgressWatcher
 

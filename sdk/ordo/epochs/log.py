@@ -14,13 +14,11 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from .._clients import logged
-from .._tail import CompactedTopicReader, ensure_compacted_topics
-from ..protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, MAX_CONTROL_RECORD_BYTES
+from .._compacted import CompactedTopicReader, ensure_compacted_topics
+from ..control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, MAX_CONTROL_RECORD_BYTES
 from .history import EpochHistory
 
 __all__ = [
-    "DEFAULT_EPOCH_TOPIC",
-    "DEFAULT_REGISTRY_TOPIC",
     "EpochLog",
     "EpochLogWriter",
     "ensure_log_topics",

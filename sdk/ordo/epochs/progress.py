@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from ..topic_partition import TP
 from .gate import Gate, GateKeeper
 
 __all__ = [
-    "TP",
     "TopicProgress",
     "asked",
     "group_progress",
@@ -24,9 +24,6 @@ __all__ = [
     "needs_log_start",
     "verdicts",
 ]
-
-TP = tuple[str, int]
-"""(topic, partition)."""
 
 
 def asked(gates: Iterable[tuple[str, Gate]]) -> dict[TP, int]:

@@ -24,7 +24,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from .._clients import drain
-from .progress import TP, group_progress, learned, needs_log_start
+from ..topic_partition import TP
+from .progress import group_progress, learned, needs_log_start
 
 __all__ = ["REQUEST_TIMEOUT", "ProgressWatcher"]
 

@@ -10,7 +10,6 @@ from .._extras import require_extra
 require_extra("kubernetes", "group", "ordo.group (GroupProducer, a ProducerGroup member)")
 
 from .checkpoints import (  # noqa: E402
-    DEFAULT_CHECKPOINT_TOPIC,
     Checkpoint,
     CheckpointLog,
     ensure_checkpoint_topic,
@@ -19,7 +18,6 @@ from .producer import GroupProducer, Rebalance  # noqa: E402
 from .transaction import SourceTransaction  # noqa: E402
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_TOPIC",
     "Checkpoint",
     "CheckpointLog",
     "GroupProducer",

@@ -21,11 +21,11 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .._tail import CompactedTopicReader, ensure_compacted_topics
-from ..protocol import DEFAULT_CHECKPOINT_TOPIC, checkpoint_key
+from .._compacted import CompactedTopicReader, ensure_compacted_topics
+from ..control_topics import DEFAULT_CHECKPOINT_TOPIC
+from ..member_wire import checkpoint_key
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_TOPIC",
     "Checkpoint",
     "CheckpointLog",
     "applied",

@@ -21,7 +21,7 @@ from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from ..errors import ConfigError
-from ..protocol import (
+from ..member_wire import (
     ACK_ANNOTATION,
     ASSIGNMENT_ANNOTATION,
     GROUP_LABEL,

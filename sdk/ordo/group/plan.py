@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ..protocol import GroupSettings, MemberAssignment
+from ..member_wire import GroupSettings, MemberAssignment
 
 __all__ = ["AssignmentPlan", "plan_assignment"]
 

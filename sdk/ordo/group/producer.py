@@ -30,11 +30,12 @@ from confluent_kafka.admin import AdminClient
 from kubernetes.client import ApiClient
 
 from .._clients import drain, logged
-from ..epochs.log import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, EpochLog
+from ..control_topics import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
+from ..epochs.log import EpochLog
 from ..errors import ConfigError, DeliveryError, NotOwnedError, ProducerClosedError, TransactionScopeError
+from ..member_wire import GroupSettings, MemberAssignment, checkpoint_key, transactional_id
 from ..ordered_producer import OrderedProducer
-from ..protocol import GroupSettings, MemberAssignment, checkpoint_key, transactional_id
-from .checkpoints import DEFAULT_CHECKPOINT_TOPIC, Checkpoint, CheckpointLog, ensure_checkpoint_topic
+from .checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from .idle import IdleClock
 from .membership import Membership
 from .plan import AssignmentPlan, plan_assignment

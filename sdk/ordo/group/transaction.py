@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaError, KafkaException
 
 from ..errors import CheckpointError, DeliveryError, NotOwnedError, ProducerFencedError, TransactionScopeError
-from ..protocol import checkpoint_key
+from ..member_wire import checkpoint_key
 from .checkpoints import Checkpoint
 from .lapse import LeaseClock
 

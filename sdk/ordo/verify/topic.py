@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._clients import BrokerErrors, cluster_metadata, drain, logged
-from ..protocol import DEFAULT_EPOCH_TOPIC
+from ..control_topics import DEFAULT_EPOCH_TOPIC
 from .order import KeyOrder
 from .records import RawRecord, RecordLayout
 

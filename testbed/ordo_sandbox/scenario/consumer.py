@@ -17,9 +17,9 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from ordo.client_config import logged
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC
 from ordo.gated_consumer import GatedConsumer
-from ordo.group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
-from ordo.protocol import DEFAULT_EPOCH_TOPIC
+from ordo.kafka_group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
 from ordo_sandbox.scenario._program import stop_on_signals
 from ordo_sandbox.scenario.records import decode
 

@@ -20,9 +20,9 @@ import threading
 import time
 from typing import Any
 
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo.errors import NotOwnedError, OrdoError, ProducerFencedError
 from ordo.group import GroupProducer, Rebalance
-from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 
 _printing = threading.Lock()

@@ -16,9 +16,9 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from ordo.client_config import logged
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
-from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 from ordo_sandbox.scenario.records import Numbered, decode, encode, key_name
 

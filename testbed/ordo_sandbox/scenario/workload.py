@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ordo.protocol import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo_sandbox.scenario.progress import find_records, partition_progress
 from ordo_sandbox.scenario.verify import Verdict, read_acknowledged, read_delivered, read_processed, verify
 

@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from ordo.client_config import logged
-from ordo.group_protocol import GROUP_PROTOCOLS
+from ordo.kafka_group_protocol import GROUP_PROTOCOLS
 from ordo.topics import await_served
 from ordo_testbed.kafka.broker import KafkaTestbed
 from ordo_testbed.kafka.cluster import KafkaCluster

@@ -10,7 +10,7 @@ from confluent_kafka.admin import ConfigResource
 
 from ordo.epochs.log import ensure_log_topics
 from ordo.group.checkpoints import ensure_checkpoint_topic
-from ordo.protocol import transactional_id
+from ordo.member_wire import transactional_id
 from ordo_testbed.kafka.cluster import KafkaCluster
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import consume

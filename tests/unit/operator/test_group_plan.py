@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ordo.api import ProducerGroupSpec
-from ordo.protocol import MemberAssignment
+from ordo.member_wire import MemberAssignment
 from ordo_operator.plans.group import LeaseView, PodView, plan_group, settings_of
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ordo.protocol import MemberAssignment
+from ordo.member_wire import MemberAssignment
 from ordo_operator.plans.handoff import HandoffPlan, Member, ShrinkBlocked, is_live, plan_handoff
 
 

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ordo.api import ProducerGroupSpec
-from ordo.protocol import MemberAssignment
+from ordo.member_wire import MemberAssignment
 from ordo_operator.plans.group import LeaseView, PodView, fresh_leases, plan_group, settings_of
 from ordo_operator.plans.sessions import lease_sessions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ordo.api.common import LabelSelector
-from ordo.protocol import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL
+from ordo.member_wire import ACK_ANNOTATION, ASSIGNMENT_ANNOTATION, GROUP_LABEL
 from ordo_operator.plans.group import LeaseView, PodView, fresh_leases
 from ordo_operator.plans.objects import lease_listed, pod_listed
 from ordo_operator.plans.watch_cache import Listed, WatchCache, revision_of

@@ -1,7 +1,8 @@
-"""Wire formats shared by the operator and the SDK: one definition for both sides.
+"""The wire between the operator and a ProducerGroup's members: one definition for both sides.
 
 Downlink: the operator writes each member's assignment into an annotation on its pod.
 Uplink: each member renews a Lease of its own, whose annotations acknowledge generations.
+Both name a unit's transactional id and its checkpoint record's key the same way.
 """
 
 from __future__ import annotations
@@ -13,12 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 __all__ = [
     "ACK_ANNOTATION",
     "ASSIGNMENT_ANNOTATION",
-    "DEFAULT_CHECKPOINT_TOPIC",
-    "DEFAULT_EPOCH_TOPIC",
     "DEFAULT_MAX_IDLE_SECONDS",
-    "DEFAULT_REGISTRY_TOPIC",
     "GROUP_LABEL",
-    "MAX_CONTROL_RECORD_BYTES",
     "GroupSettings",
     "MemberAssignment",
     "ProtocolError",
@@ -26,17 +23,6 @@ __all__ = [
     "lease_name",
     "transactional_id",
 ]
-
-DEFAULT_EPOCH_TOPIC = "__ordo_epochs"
-"""The epoch log: each topic's history of partition counts and thresholds (the operator writes it)."""
-DEFAULT_REGISTRY_TOPIC = "__ordo_producers"
-"""The producer registry: each ordo producer's liveness and fence acknowledgements."""
-DEFAULT_CHECKPOINT_TOPIC = "__ordo_checkpoints"
-"""ProducerGroup checkpoints, one record per source partition (``checkpoint_key``)."""
-MAX_CONTROL_RECORD_BYTES = 8 * 1024 * 1024
-"""The largest record of these topics (their ``max.message.bytes``, set when ordo creates them):
-a topic's epoch history keeps a threshold per old partition of every expansion (100 expansions
-up to 2,000 partitions: 1.7 MB of JSON), over Kafka's 1 MB default."""
 
 ASSIGNMENT_ANNOTATION = "ordo.dev/assignment"
 ACK_ANNOTATION = "ordo.dev/acked-generation"

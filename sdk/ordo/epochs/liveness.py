@@ -1,4 +1,5 @@
-"""The producer registry (``__ordo_producers``): what each ordo producer reports, pure.
+"""Producer liveness from the producer registry (``__ordo_producers``): what each ordo producer
+reports, pure, and ``ProducerLiveness``, the operator's reader of it.
 
 Key: the producer id. Value: the producer's latest report. The operator reads it to know which
 producers are live and which acknowledged a fence; the SDK ignores records that fail validation
@@ -18,11 +19,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._tail import CompactedTopicReader
+from .._compacted import CompactedTopicReader
 
 __all__ = [
     "DEFAULT_DELIVERY_TIMEOUT_MS",
-    "ProducerRegistry",
+    "ProducerLiveness",
     "ProducerReport",
     "RegistryError",
     "live_reports",
@@ -119,8 +120,9 @@ def stragglers(
     return found
 
 
-class ProducerRegistry(CompactedTopicReader[ProducerReport]):
-    """A background reader of the producer registry (the operator's view of producers)."""
+class ProducerLiveness(CompactedTopicReader[ProducerReport]):
+    """A background reader of the producer registry: which producers are live and which
+    acknowledged a fence (the operator's view of producers)."""
 
     def parse(self, key: str, value: bytes) -> ProducerReport:
         report = parse_report(key.encode(), value)

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ._clients import assign_known, consumer_side, drain, logged, relearn_leaders
-from .protocol import MAX_CONTROL_RECORD_BYTES
+from .control_topics import MAX_CONTROL_RECORD_BYTES
 
 __all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
 

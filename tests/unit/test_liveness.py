@@ -1,6 +1,6 @@
 import pytest
 
-from ordo.epochs.registry import ProducerReport, RegistryError, live_reports, parse_report, stragglers
+from ordo.epochs.liveness import ProducerReport, RegistryError, live_reports, parse_report, stragglers
 
 
 def _report(**kw: object) -> ProducerReport:

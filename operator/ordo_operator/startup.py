@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from ordo.protocol import GROUP_LABEL
+from ordo.member_wire import GROUP_LABEL
 
 from . import expansions, finalizers, producer_groups
 from .config import OperatorConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ordo.errors import ConfigError
-from ordo.group_protocol import group_protocol, with_classic_defaults
+from ordo.kafka_group_protocol import group_protocol, with_classic_defaults
 
 
 def test_classic_members_get_the_defaults_under_their_own_settings() -> None:
