@@ -34,9 +34,10 @@ $(STAMP): VERSION pyproject.toml operator/pyproject.toml spark_apps/pyproject.to
 
 venv: $(STAMP)
 
-# The whole suite, after lint: ruff and mypy --strict are part of passing.
+# The whole suite, after lint: ruff and mypy --strict are part of passing. tests/ holds ordo's tests
+# (tests/integration: on the harness), testbed/tests the harness's own.
 test: lint
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests testbed/tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
@@ -45,9 +46,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check sdk operator spark_apps testbed tests benchmarks examples
 	$(BIN)/ruff format --check sdk operator spark_apps testbed tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/mypy tests/unit tests/testbed/kafka benchmarks
-	$(BIN)/mypy tests/testbed/*.py
-	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e tests/chaos tests/testbed/kube
+	$(BIN)/mypy tests/unit testbed/tests/kafka benchmarks
+	$(BIN)/mypy tests/integration/*.py
+	$(BIN)/mypy --explicit-package-bases tests/deploy tests/e2e tests/chaos testbed/tests/kube testbed/tests/test_testbed_up.py
 	$(BIN)/mypy examples
 	$(BIN)/lint-imports
 
@@ -81,8 +82,8 @@ failover: $(STAMP)
 soak: $(STAMP)
 	ORDO_SOAK=1 ORDO_CHAOS_SECONDS=$${ORDO_CHAOS_SECONDS:-1800} ORDO_CHAOS_REPORT=chaos-report.jsonl \
 	  ORDO_FAILOVER_ROUNDS=$${ORDO_FAILOVER_ROUNDS:-20} \
-	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/testbed/test_faults_handoff.py \
-	  tests/testbed/test_expansion_crash.py tests/testbed/test_expansion_delete.py
+	  $(BIN)/python -m pytest -o timeout=0 -s tests/chaos tests/integration/test_faults_handoff.py \
+	  tests/integration/test_expansion_crash.py tests/integration/test_expansion_delete.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

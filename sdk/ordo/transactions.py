@@ -9,7 +9,7 @@ librdkafka registers partitions with the coordinator itself as records are sent 
 client API for KIP-609's AddPartitionsToTxn at begin), so the declaration is enforced here, in the
 client; the protocol round trip KIP-609 saves is not saved. Against Kafka 4.3 librdkafka 2.16
 still speaks the first transaction protocol (AddPartitionsToTxn v0, Produce v10), not KIP-890's
-implicit enrollment; tests/testbed/test_transactions.py checks what it sends. ``Declaration`` is pure;
+implicit enrollment; tests/integration/test_transactions.py checks what it sends. ``Declaration`` is pure;
 ``Transaction`` is the context manager ``OrderedProducer.transaction()`` returns.
 """
 

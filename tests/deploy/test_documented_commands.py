@@ -66,9 +66,9 @@ TEMPLATES = {
 # ordo commands that finish in seconds and change nothing: run against the testbed
 ORDO_RUNS = {"status", "verify"}
 ORDO_PARSE_ONLY = {
-    "sandbox": "runs for minutes; tests/testbed/test_sandbox.py runs it",
+    "sandbox": "runs for minutes; tests/integration/test_sandbox.py runs it",
     "testbed": "starts Kafka and an API server (in the foreground, or in the background until `down`); "
-    "tests/testbed/test_testbed_up.py runs it",
+    "testbed/tests/test_testbed_up.py runs it",
     "bench": "runs for minutes on its own broker (make bench)",
     "crds": "writes files; tests/unit checks that crds/ is what it writes",
 }

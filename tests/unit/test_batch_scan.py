@@ -1,7 +1,7 @@
 """The GatedConsumer's look at a fetched batch (ordo/_batch_scan.py): the C pass of _fastscan.c
 answers as its Python twin does, and the SDK uses the C pass only when its mirror of
 confluent-kafka's Message reads built Messages back right. Consumed batches:
-tests/testbed/test_gated_consumer.py."""
+tests/integration/test_gated_consumer.py."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ from kubernetes.client import ApiException
 from ordo_testbed.kube import KubeApiServer
 from ordo_testbed.kube.binaries import kube_version
 from ordo_testbed.kube.fixtures import Kube
-
-from .conftest import wait_for
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("kube_server")
 KUBECTL = shutil.which("kubectl")

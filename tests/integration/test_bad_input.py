@@ -321,7 +321,7 @@ SDK_CASES: dict[str, Callable[[World], None]] = {
     "transaction: a partition outside the declared ones": _outside_declared_partitions,
 }
 # Checkpoints of the wrong type and source partitions not owned are refused by GroupProducer:
-# tests/testbed/test_group_producer.py (CheckpointError "must be a str", NotOwnedError).
+# tests/integration/test_group_producer.py (CheckpointError "must be a str", NotOwnedError).
 
 
 @pytest.mark.parametrize("case", list(SDK_CASES))

@@ -16,8 +16,7 @@ from ordo_testbed.kube import default_crd_dir
 from ordo_testbed.kube.fixtures import Kube, kubectl
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions, Groups
-
-from .conftest import wait_for
+from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("kube_server")
 CRDS = default_crd_dir()

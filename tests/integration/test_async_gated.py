@@ -1,5 +1,5 @@
 """AsyncConsumer with the ordering gate (``gate=True``, issue 35 item 6) against the testbed
-broker: what GatedConsumer's gate does (tests/testbed/test_gated_consumer.py), with a gate's
+broker: what GatedConsumer's gate does (tests/integration/test_gated_consumer.py), with a gate's
 progress the records *completed* by the workers, in order, not those handed out."""
 
 from __future__ import annotations

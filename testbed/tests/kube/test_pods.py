@@ -12,8 +12,7 @@ from kubernetes.client import ApiException
 
 from ordo_testbed.kube.kubelet import PlaceholderKubelet
 from ordo_testbed.pods import PLACEHOLDER_IMAGE, PodSet
-
-from .conftest import wait_for
+from ordo_testbed.waiting import wait_for
 
 PROGRAM = str(Path(__file__).parent / "pod_program.py")
 # The tests of pods the testbed's own kubelet runs; the placeholder tests below say so by name.
