@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ordo.cli import CliError
+from ordo.cli.kafka_options import add_client_options, client_options
 
 
 def register(commands: Any) -> None:
@@ -26,8 +27,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--members", type=int, default=3, help="members at the start (default 3)")
     parser.add_argument(
         "--bootstrap",
-        help="a real Kafka instead of the testbed's (the topic must not exist; the operator runs here)",
+        help="a real Kafka instead of the testbed's (the topic must not exist; the operator runs here); "
+        "-X and --command-config give what reaching it takes (SASL, TLS), to every client the sandbox starts",
     )
+    add_client_options(parser)
     parser.add_argument(
         "--kubeconfig", type=Path,
         help="a real cluster instead of the testbed's (with --bootstrap): resources, Pods and Leases are "
@@ -85,10 +88,15 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--members must be at least 1, got {args.members}")
     if args.rate <= 0:
         raise CliError(f"--rate must be positive, got {args.rate:g}")
+    kafka_options = client_options(args)
+    bootstrap = args.bootstrap or kafka_options.get("bootstrap.servers")
+    if kafka_options and not bootstrap:
+        raise CliError("-X and --command-config are for a real Kafka: give --bootstrap too "
+                       "(the testbed's own Kafka needs no settings)")  # fmt: skip
     if args.kubeconfig is None and (args.operator != "auto" or args.pod_image is not None):
         raise CliError("--operator and --pod-image are for a real cluster: give --kubeconfig too")
     if args.kubeconfig is not None:
-        if args.bootstrap is None:
+        if bootstrap is None:
             raise CliError("--kubeconfig needs --bootstrap: a Kafka reachable from here and from the cluster")
         if not args.kubeconfig.is_file():
             raise CliError(f"--kubeconfig: no file {args.kubeconfig}")
@@ -103,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     options = Options(
-        duration=args.duration, members=args.members, bootstrap=args.bootstrap, spark=not args.no_spark,
+        duration=args.duration, members=args.members, bootstrap=bootstrap, kafka_options=kafka_options,
+        spark=not args.no_spark,
         topic=args.topic, rate=args.rate, workdir=args.workdir, live=args.live,
         kubeconfig=args.kubeconfig, operator=args.operator,
     )  # fmt: skip

@@ -24,6 +24,7 @@ from typing import Any
 
 from ordo.errors import NotOwnedError, OrdoError, ProducerFencedError
 from ordo.group import GroupProducer, Rebalance
+from ordo_sandbox.kafka_settings import add_kafka_arguments, settings_from
 from ordo_sandbox.scenario._program import stop_on_signals
 from ordo_sandbox.source import connect, orders_after
 
@@ -34,12 +35,13 @@ def _say(event: str, **fields: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ordo_sandbox.member")
-    parser.add_argument("--bootstrap", required=True)
+    add_kafka_arguments(parser)
     parser.add_argument("--topic", default="orders")
     parser.add_argument("--db", type=Path, required=True, help="the SQLite source")
     parser.add_argument("--batch", type=int, default=200, help="orders per transaction, at most")
     parser.add_argument("--slow", type=float, default=0.25, help="report units slower than this, seconds")
     args = parser.parse_args(argv)
+    kafka = settings_from(args, parser)
 
     stop = stop_on_signals()
     pod = os.environ.get("POD_NAME", "?")
@@ -54,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         _say("rebalance", generation=event.generation, assigned=event.assigned, revoked=event.revoked,
              lost=event.lost)  # fmt: skip
 
-    member = GroupProducer.from_env(
-        {"bootstrap.servers": args.bootstrap, "linger.ms": 5}, handle_sigterm=False, listener=on_rebalance
-    )
+    member = GroupProducer.from_env({**kafka, "linger.ms": 5}, handle_sigterm=False, listener=on_rebalance)
     _say("started", pod=pod)
     try:
         with closing(connect(args.db)) as source:

@@ -7,6 +7,11 @@ CRDs, the ProducerGroup, the expansion, the members' Pods and Leases are there, 
 operator when one is installed (else it runs here). The members still run here, each bound to a
 placeholder Pod (pause) the cluster schedules and reports Ready, because they read the SQLite
 source on this machine; killing one deletes its Pod, as a lost node would.
+
+``kafka_options`` (``-X``, ``--command-config``) complete the connection to that Kafka. Every
+client reaches it with the whole connection: this process's (topics, the verifier), the operator
+run here and the Spark job through ``ORDO_KAFKA_*`` in their environment, the members and
+consumers through ``kafka.json`` in the work dir (mode 0600; :mod:`ordo_sandbox.kafka_settings`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,7 @@ from rich.live import Live
 from ordo.client_config import drain, logged
 from ordo.verify import check_topic, read_epochs, read_topic
 from ordo_sandbox import source
+from ordo_sandbox.kafka_settings import environment, write_settings
 from ordo_sandbox.monitor import Monitor, Sources, kafka_end_offsets, member_events
 from ordo_sandbox.report import SandboxReport, StageOutcome
 from ordo_sandbox.scenario.progress import partition_progress
@@ -64,6 +70,8 @@ class Options:
     duration: float = 60.0
     members: int = 3
     bootstrap: str | None = None
+    kafka_options: dict[str, str] = field(default_factory=dict)
+    """More librdkafka settings for ``bootstrap`` (security.protocol, sasl.*, ssl.*)."""
     spark: bool = True
     topic: str = "orders"
     rate: float = 150.0
@@ -123,6 +131,8 @@ class Sandbox:
             stack.callback(log.close)
             bootstrap, kubeconfig = self._environment(stack)
             self.bootstrap = bootstrap
+            self.kafka = {**self.o.kafka_options, "bootstrap.servers": bootstrap}
+            self.kafka_file = write_settings(self.kafka, self.workdir / "kafka.json")
             self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
             api = self._kubernetes(kubeconfig, stack)
             self._kafka(bootstrap, stack)
@@ -147,8 +157,8 @@ class Sandbox:
                 self._start_member(pods)
             groups.wait_settled(self.group, self.o.members, self.o.settle_timeout, SOURCE_PARTITIONS)
             self._say(f"{self.o.members} members own the {SOURCE_PARTITIONS} source partitions")
-            self._start_consumers(stack, bootstrap)
-            self._start_spark(stack, bootstrap)
+            self._start_consumers(stack)
+            self._start_spark(stack)
 
             thread = source.WriterThread(writer, self.o.rate)
             self.sources.source_orders = lambda: writer.inserted
@@ -220,7 +230,7 @@ class Sandbox:
 
         from ordo.epochs.log import ensure_log_topics
 
-        admin = AdminClient(logged({"bootstrap.servers": bootstrap}))
+        admin = AdminClient(logged(dict(self.kafka)))
         try:
             ensure_log_topics(admin)  # the operator creates them too; members need them at once
             if self.o.topic in admin.list_topics(timeout=10).topics:
@@ -230,9 +240,7 @@ class Sandbox:
             admin.create_topics([NewTopic(self.o.topic, TOPIC_PARTITIONS)])[self.o.topic].result(30)
         finally:
             drain(admin)  # its log lines: an admin client is not polled otherwise
-        probe = Consumer(
-            logged({"bootstrap.servers": bootstrap, "group.id": f"ordo-sandbox-probe-{uuid.uuid4().hex}"})
-        )
+        probe = Consumer(logged({**self.kafka, "group.id": f"ordo-sandbox-probe-{uuid.uuid4().hex}"}))
         stack.callback(probe.close)  # before Kafka goes away
 
         def watermarks() -> tuple[int, int]:
@@ -259,8 +267,9 @@ class Sandbox:
         from ordo_testbed.operator import OperatorProcess
 
         operator = OperatorProcess(
-            kubeconfig, bootstrap, namespaces=[NAMESPACE], log_path=self.workdir / "operator.log"
-        )
+            kubeconfig, bootstrap, namespaces=[NAMESPACE], env=environment(self.kafka),
+            log_path=self.workdir / "operator.log",
+        )  # fmt: skip
         stack.enter_context(operator)
         return None
 
@@ -290,20 +299,21 @@ class Sandbox:
 
     def _start_member(self, pods: Any) -> Any:
         name = member_name(self.group, len(self.members))
-        argv = [sys.executable, "-m", "ordo_sandbox.member", "--bootstrap", self.bootstrap,
+        argv = [sys.executable, "-m", "ordo_sandbox.member", "--kafka-config", str(self.kafka_file),
                 "--topic", self.o.topic, "--db", str(self.db)]  # fmt: skip
         pod = pods.start(name, argv, labels={"app": self.group}, env={"ORDO_GROUP": self.group}, grace=10)
         self.members.append(pod)
         self.sources.member_stdout[name] = pod.stdout_path
         return pod
 
-    def _start_consumers(self, stack: ExitStack, bootstrap: str) -> None:
+    def _start_consumers(self, stack: ExitStack) -> None:
         group = self.reader_group
         for i in range(CONSUMERS):
             name = f"consumer-{i}"
             log, err = self.workdir / f"{name}.log", self.workdir / f"{name}.err"
-            argv = [sys.executable, "-m", "ordo_sandbox.scenario.consumer", "--bootstrap", bootstrap,
-                    "--topic", self.o.topic, "--group", group, "--out", str(log)]  # fmt: skip
+            argv = [sys.executable, "-m", "ordo_sandbox.scenario.consumer",
+                    "--kafka-config", str(self.kafka_file), "--topic", self.o.topic, "--group", group,
+                    "--out", str(log)]  # fmt: skip
             process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err.open("ab"))
             stack.callback(_terminate, process)
             self.consumers.append(process)
@@ -313,7 +323,7 @@ class Sandbox:
             self.sources.consumer_logs[name], self.sources.consumer_stderr[name] = log, err
         self._say(f"{CONSUMERS} GatedConsumers in group {group}")
 
-    def _start_spark(self, stack: ExitStack, bootstrap: str) -> None:
+    def _start_spark(self, stack: ExitStack) -> None:
         if not self.o.spark:
             return
         why = unavailable()
@@ -321,7 +331,7 @@ class Sandbox:
             self.spark_skipped = why
             self._say(f"Spark pipeline skipped: {why}")
             return
-        self.spark = SparkPipeline(self.workdir / "spark", bootstrap, self.o.topic).start()
+        self.spark = SparkPipeline(self.workdir / "spark", self.kafka, self.o.topic).start()
         stack.callback(self.spark.stop)
         spark = self.spark
         self.sources.spark_rows = spark.rows
@@ -402,7 +412,7 @@ class Sandbox:
         except AssertionError:  # what did not arrive, the report shows; where Kafka and the group are:
             short = orders - self.monitor.order.check.distinct
             try:
-                progress = partition_progress(self.bootstrap, self.o.topic, self.reader_group)
+                progress = partition_progress(self.kafka, self.o.topic, self.reader_group)
             except Exception as error:  # a diagnosis that fails must not cost the report
                 progress = f"(partitions unreadable: {error})"
             self._say(f"the consumers stopped {short:,} orders short: {progress}")
@@ -415,7 +425,7 @@ class Sandbox:
         self._say("verifying")
         for process in self.consumers:
             _terminate(process)
-        config = {"bootstrap.servers": self.bootstrap}
+        config = dict(self.kafka)
         expected = source.source_counts(self.db)
         read = read_topic(config, self.o.topic, layout=RECORDS)
         records, epochs = read.records, read_epochs(config, self.o.topic)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from ordo_sandbox.kafka_settings import Kafka, environment, settings_of
 from ordo_sandbox.report import SparkOutcome
 
 __all__ = ["SparkPipeline", "job_path", "unavailable"]
@@ -38,10 +39,12 @@ def unavailable() -> str:
 
 
 class SparkPipeline:
-    def __init__(self, directory: Path, bootstrap: str, topic: str) -> None:
+    def __init__(self, directory: Path, kafka: Kafka, topic: str) -> None:
+        """``kafka``: a bootstrap or the connection's settings, given to the job in its environment
+        (``ORDO_KAFKA_BOOTSTRAP``, ``ORDO_KAFKA_OPTIONS``: what ``ordo_spark`` reads)."""
         self.directory = directory
         self.output = directory / "checks"
-        self.bootstrap, self.topic = bootstrap, topic
+        self.kafka, self.topic = settings_of(kafka), topic
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -51,14 +54,15 @@ class SparkPipeline:
         self.directory.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
+            **environment(self.kafka),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             # two cores and a few shuffle partitions: the sandbox shares the machine with the rest
             "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.sql.shuffle.partitions=2 "
             "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false pyspark-shell",
         }
-        argv = [sys.executable, str(job), "--topic", self.topic, "--bootstrap", self.bootstrap,
-                "--output", str(self.output), "--checkpoint", str(self.directory / "checkpoint"),
+        argv = [sys.executable, str(job), "--topic", self.topic, "--output", str(self.output),
+                "--checkpoint", str(self.directory / "checkpoint"),
                 "--max-records-per-trigger", "5000"]  # fmt: skip
         self._log = (self.directory / "spark.log").open("ab")
         self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from ordo.api import API_GROUP
@@ -84,14 +85,18 @@ def group_member_argv(
     rate: float,
     epoch_topic: str,
     registry_topic: str,
+    kafka_config: Path | None = None,
 ) -> list[str]:
     """The command of a ``ordo_sandbox.scenario.group_member`` pod (a ProducerGroup member copying a
-    synthetic source: ``records`` per source partition, ``batch`` per transaction, ``rate`` per s)."""
+    synthetic source: ``records`` per source partition, ``batch`` per transaction, ``rate`` per s).
+    ``kafka_config``: a file of the connection's settings (``ordo_sandbox.kafka_settings``; its
+    ``bootstrap.servers`` is overridden by ``bootstrap``), for a Kafka that needs more than one."""
+    config = ["--kafka-config", str(kafka_config)] if kafka_config is not None else []
     return [
         sys.executable, "-m", "ordo_sandbox.scenario.group_member",
         "--bootstrap", bootstrap, "--topic", topic,
         "--records", str(records), "--batch", str(batch), "--rate", str(rate),
-        "--epoch-topic", epoch_topic, "--registry-topic", registry_topic,
+        "--epoch-topic", epoch_topic, "--registry-topic", registry_topic, *config,
     ]  # fmt: skip
 
 

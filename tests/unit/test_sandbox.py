@@ -318,6 +318,9 @@ def test_names_derived_from_a_topic_are_valid_kubernetes_names_and_keep_topics_a
         (["--report", "/no/such/dir/r.json"], "does not exist"),
         (["--topic", "orders/1"], "is not a Kafka topic name"),
         (["--topic", ".."], "is not a Kafka topic name"),
+        (["-X", "security.protocol=SSL"], "-X and --command-config are for a real Kafka: give --bootstrap"),
+        (["-X", "security.protocol"], "-X: expected key=value"),
+        (["--bootstrap", "k:9092", "--command-config", "/no/such.properties"], "cannot read /no/such"),
     ],
 )
 def test_bad_options_are_one_clear_line(

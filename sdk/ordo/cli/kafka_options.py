@@ -12,7 +12,7 @@ from pathlib import Path
 from ..connection import BOOTSTRAP_ENV, InvalidConnectionError, bootstrap_from_env, command_config, x_options
 from . import CliError
 
-__all__ = ["add_kafka_options", "bootstrap_of", "client_options", "kafka_settings"]
+__all__ = ["add_client_options", "add_kafka_options", "bootstrap_of", "client_options", "kafka_settings"]
 
 
 def add_kafka_options(
@@ -27,6 +27,12 @@ def add_kafka_options(
         default=None,
         help=f"{purpose} (default: ${BOOTSTRAP_ENV})",
     )
+    add_client_options(parser)
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """``-X`` and ``--command-config`` alone, for a command whose ``--bootstrap`` is its own
+    (``ordo sandbox``: without one it runs its own Kafka); :func:`client_options` reads them."""
     parser.add_argument(
         "-X",
         dest="kafka_options",

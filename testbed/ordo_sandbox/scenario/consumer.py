@@ -20,13 +20,14 @@ from ordo.client_config import logged
 from ordo.control_topics import DEFAULT_EPOCH_TOPIC
 from ordo.gated_consumer import GatedConsumer
 from ordo.kafka_group_protocol import CLASSIC, GROUP_PROTOCOLS, with_classic_defaults
+from ordo_sandbox.kafka_settings import add_kafka_arguments, settings_from
 from ordo_sandbox.scenario._program import stop_on_signals
 from ordo_sandbox.scenario.records import decode
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ordo_sandbox.scenario.consumer")
-    parser.add_argument("--bootstrap", required=True)
+    add_kafka_arguments(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--out", type=Path, required=True)
@@ -39,11 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         "while another reads the new partitions is when plain clients reorder moved keys",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    kafka = settings_from(args, parser)
 
     stop = stop_on_signals()
     config = with_classic_defaults(
         {
-            "bootstrap.servers": args.bootstrap,
+            **kafka,
             "group.id": args.group,
             "group.protocol": args.group_protocol,
             "auto.offset.reset": "earliest",

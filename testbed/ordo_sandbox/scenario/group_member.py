@@ -7,7 +7,8 @@ per source partition) with value ``{"p": p, "seq": i, "member": pod, "generation
 assignment generation the unit was opened under). Prints one JSON line per
 rebalance event; SIGTERM closes the member (releasing its Lease). With ``--hang-at``, the copy loop
 hangs once, inside the unit that would copy that record, before committing it (the Lease thread
-goes on: only ``maxIdleSeconds`` notices).
+goes on: only ``maxIdleSeconds`` notices). Kafka: ``--bootstrap`` and/or ``--kafka-config FILE`` (the whole
+connection, :mod:`ordo_sandbox.kafka_settings`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo.errors import NotOwnedError, OrdoError, ProducerFencedError
 from ordo.group import GroupProducer, Rebalance
+from ordo_sandbox.kafka_settings import add_kafka_arguments, settings_from
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 
 _printing = threading.Lock()
@@ -37,7 +39,7 @@ def say(event: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ordo_sandbox.scenario.group_member")
-    parser.add_argument("--bootstrap", required=True)
+    add_kafka_arguments(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--records", type=int, default=1000, help="records per source partition")
     parser.add_argument("--batch", type=int, default=10, help="records per transaction")
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hang-at", type=int, help="hang once in the unit that copies this record")
     parser.add_argument("--hang-seconds", type=float, default=60.0, help="how long it hangs")
     args = parser.parse_args(argv)
+    kafka = settings_from(args, parser)
     hang_at: int | None = args.hang_at
 
     stop = stop_on_signals()
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         line = {"event": "rebalance", "generation": event.generation, "assigned": event.assigned}
         say({**line, "revoked": event.revoked, "lost": event.lost})
 
-    config: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "linger.ms": 5}
+    config: dict[str, Any] = {**kafka, "linger.ms": 5}
     member = GroupProducer.from_env(
         config,
         handle_sigterm=False,

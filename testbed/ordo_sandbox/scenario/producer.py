@@ -19,13 +19,14 @@ from ordo.client_config import logged
 from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo.errors import ProduceBlockedError
 from ordo.ordered_producer import OrderedProducer
+from ordo_sandbox.kafka_settings import add_kafka_arguments, settings_from
 from ordo_sandbox.scenario._program import Pacer, stop_on_signals
 from ordo_sandbox.scenario.records import Numbered, decode, encode, key_name
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ordo_sandbox.scenario.producer")
-    parser.add_argument("--bootstrap", required=True)
+    add_kafka_arguments(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument(
         "--id", type=int, required=True, help="producer number (keys are disjoint per producer)"
@@ -46,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         help="message.timeout.ms (default: ordo's, librdkafka's for --plain)",
     )
     args = parser.parse_args(argv)
+    kafka = settings_from(args, parser)
 
     stop = stop_on_signals()
     config: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap,
+        **kafka,
         "linger.ms": args.linger_ms,
         "enable.idempotence": True,
     }

@@ -7,19 +7,18 @@ import time
 from typing import Any
 
 from ordo.client_config import drain, logged
+from ordo_sandbox.kafka_settings import Kafka, settings_of
 
 __all__ = ["find_records", "partition_progress", "partitions_of"]
 
 
-def partition_progress(bootstrap: str, topic: str, group: str) -> str:
+def partition_progress(kafka: Kafka, topic: str, group: str) -> str:
     """Per partition of ``topic``: its end, its last stable offset and ``group``'s committed offset
     (a drain that stops short shows whether a transaction holds readers back or a consumer stalled)."""
     from confluent_kafka import Consumer
 
     def client(isolation: str) -> Any:
-        return Consumer(
-            logged({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
-        )
+        return Consumer(logged({**settings_of(kafka), "group.id": group, "isolation.level": isolation}))
 
     uncommitted, committed = client("read_uncommitted"), client("read_committed")
     try:
@@ -50,7 +49,7 @@ def partitions_of(client: Any, topic: str) -> list[Any]:
 
 
 def find_records(
-    bootstrap: str, topic: str, wanted: set[tuple[str, int]], timeout: float = 30.0
+    kafka: Kafka, topic: str, wanted: set[tuple[str, int]], timeout: float = 30.0
 ) -> dict[tuple[str, int], str]:
     """Where each of ``wanted`` (key, seq) sits in ``topic`` ("p3@812"), read from the beginning
     to the end of every partition as the broker has them now, independently of any consumer; for
@@ -60,7 +59,7 @@ def find_records(
     from ordo_sandbox.scenario.records import decode
 
     reader = Consumer(
-        logged({"bootstrap.servers": bootstrap, "group.id": "ordo-find", "enable.partition.eof": True,
+        logged({**settings_of(kafka), "group.id": "ordo-find", "enable.partition.eof": True,
                 "enable.auto.commit": False})
     )  # fmt: skip
     found: dict[tuple[str, int], str] = {}

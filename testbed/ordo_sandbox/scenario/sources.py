@@ -12,6 +12,8 @@ from itertools import pairwise
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from ordo_sandbox.kafka_settings import Kafka, settings_of
+
 __all__ = ["SourceVerdict", "verify_sources"]
 
 
@@ -39,9 +41,10 @@ class SourceVerdict:
 
 
 def verify_sources(
-    bootstrap: str, topic: str, per_partition: dict[int, int], timeout: float = 60.0
+    kafka: Kafka, topic: str, per_partition: dict[int, int], timeout: float = 60.0
 ) -> SourceVerdict:
-    """``per_partition``: source partition -> how many records it must hold (0..n-1)."""
+    """``per_partition``: source partition -> how many records it must hold (0..n-1); ``kafka``:
+    a bootstrap or the connection's settings."""
     seen: dict[int, list[int]] = defaultdict(list)
     # Order is only defined within one Kafka partition: after an expansion a source partition's
     # key moves, and the partitions are read side by side (the gate is the consumers' business).
@@ -50,7 +53,7 @@ def verify_sources(
     verdict = SourceVerdict()
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **settings_of(kafka),
             "group.id": "ordo-source-verifier",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
+from ordo_sandbox.kafka_settings import Kafka, settings_of, write_settings
 from ordo_sandbox.scenario.progress import find_records, partition_progress
 from ordo_sandbox.scenario.verify import Verdict, read_acknowledged, read_delivered, read_processed, verify
 
@@ -22,7 +23,7 @@ class Workload:
 
     def __init__(
         self,
-        bootstrap: str,
+        kafka: Kafka,
         topic: str,
         directory: Path,
         *,
@@ -39,15 +40,20 @@ class Workload:
         producer_bootstraps: Sequence[str] = (),
         first_id: int = 0,
     ) -> None:
-        """``producer_options``: more of the producer program's options, for every producer;
+        """``kafka``: a bootstrap, or the connection's settings (given to the programs in a file
+        of ``directory`` readable by its owner alone, :mod:`ordo_sandbox.kafka_settings`);
+        ``producer_options``: more of the producer program's options, for every producer;
         ``producer_bootstraps``: producer i's bootstrap (e.g. through a fault proxy), if given;
         ``first_id``: the first producer's number (keys are disjoint per number), so that two
         workloads can write one topic."""
-        self.bootstrap, self.topic, self.directory = bootstrap, topic, directory
+        self.kafka, self.topic, self.directory = settings_of(kafka), topic, directory
+        bootstrap = self.bootstrap = self.kafka["bootstrap.servers"]
         self.plain = plain
         self.group = group or f"{topic}-readers"
         directory.mkdir(parents=True, exist_ok=True)
         common = ["--topic", topic, "--epoch-topic", epoch_topic]
+        if len(self.kafka) > 1:  # more than a bootstrap: credentials, maybe, and never on a command line
+            common += ["--kafka-config", str(write_settings(self.kafka, directory / "kafka.json"))]
         reach = [*producer_bootstraps, *[bootstrap] * (producers - len(producer_bootstraps))]
         self._producer_argv = [
             [*common, "--bootstrap", reach[i], "--id", str(first_id + i), "--keys", str(keys // producers),
@@ -158,7 +164,7 @@ class Workload:
         while time.monotonic() < deadline and any(p.stat().st_size == n for p, n in sizes.items()):
             time.sleep(0.1)  # until the stacks are written (consumers' files grow), or 3 s
         lines = [f"consumers processed {self.processed_count()} of {delivered} delivered records"]
-        lines.append("partitions: " + partition_progress(self.bootstrap, self.topic, self.group))
+        lines.append("partitions: " + partition_progress(self.kafka, self.topic, self.group))
         through: dict[int, int] = {}
         for path in self._processed_paths():
             for record in read_processed(path):
@@ -182,7 +188,7 @@ class Workload:
         return verify(delivered, self._processed_paths())
 
     def _where(self, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
-        return find_records(self.bootstrap, self.topic, wanted)
+        return find_records(self.kafka, self.topic, wanted)
 
     def _processed_paths(self) -> list[Path]:
         return [self.processed_path(i) for i in range(len(self.consumers))]
