@@ -1,11 +1,15 @@
 """Strimzi-shaped credentials against the testbed's secured broker (SASL_SSL with SCRAM-SHA-512,
 and mutual TLS): the operator configured from a KafkaUser's and the cluster CA's Secrets as Strimzi
-makes them (on a resource, and as its own default from mounted Secrets), and ``ordo status`` /
-``ordo verify`` through ``-X`` and ``--command-config``."""
+makes them (on a resource, and as its own default from mounted Secrets), ``ordo status`` /
+``ordo verify`` through ``-X`` and ``--command-config``, a ProducerGroup member process and
+``ordo sandbox --bootstrap --command-config`` writing through SCRAM."""
 
 from __future__ import annotations
 
 import json
+import stat
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,11 +22,14 @@ from ordo.cli import main as ordo
 from ordo.connection import librdkafka_config
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo_sandbox.kafka_settings import write_settings
+from ordo_sandbox.scenario.sources import SourceVerdict, verify_sources
 from ordo_testbed.kafka.secured import SCRAM_USER, TLS_USER, SecuredKafka
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.members import SimulatedMembers
 from ordo_testbed.operator import OperatorProcess
-from ordo_testbed.resources import Expansions, Groups
+from ordo_testbed.pods import PodSet
+from ordo_testbed.resources import Expansions, Groups, group_member_argv
 from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -135,6 +142,20 @@ def _expanded_topic_with_records(broker: SecuredKafka, epochs: str) -> str:
     return topic
 
 
+def _client_properties(broker: SecuredKafka, folder: Path) -> Path:
+    """Kafka's tools' client.properties for the SCRAM listener, with the KafkaUser Secret's
+    sasl.jaas.config as it is and the cluster CA Secret's ca.crt as a PEM truststore."""
+    ca = folder / "ca.crt"
+    ca.write_text(broker.cluster_ca_secret()["ca.crt"])
+    properties = folder / "client.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.jaas.config={broker.scram_user_secret()['sasl.jaas.config']}\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+    )
+    return properties
+
+
 def test_status_and_verify_reach_the_secured_listeners_with_x_and_command_config(
     secured_kafka: SecuredKafka,
     tmp_path: Path,
@@ -148,15 +169,8 @@ def test_status_and_verify_reach_the_secured_listeners_with_x_and_command_config
         AdminClient({"bootstrap.servers": secured_kafka.direct_bootstrap}), epochs, epochs + "-producers"
     )
     topic = _expanded_topic_with_records(secured_kafka, epochs)
+    properties = _client_properties(secured_kafka, tmp_path)
     ca = tmp_path / "ca.crt"
-    ca.write_text(secured_kafka.cluster_ca_secret()["ca.crt"])
-    # Kafka's tools' client.properties, with the KafkaUser Secret's sasl.jaas.config as it is
-    properties = tmp_path / "client.properties"
-    properties.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
-        f"sasl.jaas.config={secured_kafka.scram_user_secret()['sasl.jaas.config']}\n"
-        f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
-    )
     verify = ["verify", "--topic", topic, "--epoch-topic", epochs, "--json"]
     monkeypatch.setenv("ORDO_KAFKA_BOOTSTRAP", secured_kafka.scram_bootstrap)
     assert ordo([*verify, "--command-config", str(properties)]) == 0
@@ -189,3 +203,78 @@ def test_status_and_verify_reach_the_secured_listeners_with_x_and_command_config
     assert ordo(["status", "--bootstrap", secured_kafka.tls_bootstrap, "-X", "security.protocol=SSL",
                  "-X", f"ssl.ca.location={ca}", "--epoch-topic", epochs]) == 1  # fmt: skip
     assert secured_kafka.tls_bootstrap in capsys.readouterr().err
+
+
+def test_a_group_member_process_writes_through_scram_configured_from_the_strimzi_secret(
+    secured_kafka: SecuredKafka,
+    kube: Kube,
+    pods: PodSet,
+    log_topics: tuple[str, str],
+    operator_process: Callable[..., OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    """A real GroupProducer (the sandbox's group_member program, a process) given the connection
+    as a 0600 file, never on its command line; the verifier reads its output through SCRAM."""
+    for name, data in secured_kafka.secrets().items():
+        kube.core.create_namespaced_secret(kube.namespace, {"metadata": {"name": name}, "stringData": data})
+    connection = {"bootstrapServers": secured_kafka.scram_bootstrap, "authentication": SCRAM, "tls": TRUST}
+    epochs, registry = log_topics  # the members' control topics, on the secured broker this time
+    ensure_log_topics(AdminClient({"bootstrap.servers": secured_kafka.direct_bootstrap}), epochs, registry)
+    topic = _topic(secured_kafka, 2)
+    operator_process().start()
+    groups = Groups(kube.custom, kube.namespace)
+    groups.create("copy", 2, {"app": "copy"}, kafka=connection, sessionTimeoutSeconds=5,
+                  checkpointTopic=f"secured-checkpoints-{uuid.uuid4().hex[:8]}")  # fmt: skip
+
+    settings = _scram_config(secured_kafka)  # from the KafkaUser's and the cluster CA's Secrets
+    config = write_settings(settings, tmp_path / "kafka.json")
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    argv = group_member_argv(secured_kafka.scram_bootstrap, topic, records=40, batch=10, rate=0,
+                             epoch_topic=epochs, registry_topic=registry, kafka_config=config)  # fmt: skip
+    member = pods.start("copy-0", argv, labels={"app": "copy"}, env={"ORDO_GROUP": "copy"}, grace=10)
+    assert secured_kafka.password.encode() not in Path(f"/proc/{member.pid}/cmdline").read_bytes()
+    groups.wait_settled("copy", 1, 90, 2)
+    wanted = {0: 40, 1: 40}
+
+    def copied() -> SourceVerdict | None:
+        verdict = verify_sources(settings, topic, wanted, timeout=20)
+        return verdict if verdict.records >= 80 else None
+
+    verdict = wait_for(copied, 90, "the member's 80 records, read through SCRAM", step=1.0)
+    assert verdict is not None
+    assert verdict.ok and verdict.records == 80 and verdict.members == {"copy-0"}, verdict.summary()
+    assert secured_kafka.password not in member.stdout() + member.stderr()
+
+
+SANDBOX_SECONDS = 420  # a 20 s run; its testbed API server, operator and processes on a loaded machine
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(SANDBOX_SECONDS + 60)
+def test_the_sandbox_runs_through_the_scram_listener_with_command_config(
+    secured_kafka: SecuredKafka, tmp_path: Path
+) -> None:
+    """``ordo sandbox --bootstrap <SCRAM listener> --command-config FILE``: its operator, members,
+    consumers and verifier all reach Kafka through SCRAM, and the verdict holds."""
+    properties = _client_properties(secured_kafka, tmp_path)
+    topic, workdir, report = f"orders-{uuid.uuid4().hex[:6]}", tmp_path / "run", tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ordo.cli", "sandbox", "--bootstrap", secured_kafka.scram_bootstrap,
+         "--command-config", str(properties), "--topic", topic, "--duration", "20", "--no-spark",
+         "--members", "2", "--rate", "60", "--report", str(report), "--workdir", str(workdir)],
+        capture_output=True, text=True, timeout=SANDBOX_SECONDS,
+    )  # fmt: skip
+    print(done.stdout[-6000:], done.stderr[-3000:])
+    assert report.exists(), done.stderr[-2000:]
+    verdict = json.loads(report.read_text())
+    assert done.returncode == 0 and verdict["ok"], [c for c in verdict["checks"] if not c["ok"]]
+    assert verdict["kafka"]["records"] == verdict["orders"] > 0 and verdict["kafka"]["epochs"] == 2
+    assert "✓ every order in Kafka exactly once" in done.stdout
+    # the connection reached the members and consumers in a file of the owner's alone
+    config = workdir / "kafka.json"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    settings = json.loads(config.read_text())
+    assert settings["sasl.password"] == secured_kafka.password
+    assert settings["bootstrap.servers"] == secured_kafka.scram_bootstrap
+    logged = [p for p in workdir.rglob("*") if p.is_file() and p != config and p.suffix != ".db"]
+    assert not [p for p in logged if secured_kafka.password in p.read_text(errors="replace")]
