@@ -12,6 +12,7 @@ ungated.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -48,13 +49,28 @@ class BrokerView:
         }
         result: dict[str, dict[int, Watermarks]] = {}
         for topic, partitions in subscription.select(available).items():
-            result[topic] = {}
-            for p in partitions:
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=30, cached=False
-                )
-                result[topic][p] = Watermarks(low, high)
+            result[topic] = {p: self._watermarks(topic, p) for p in partitions}
         return result
+
+    def _watermarks(self, topic: str, partition: int) -> Watermarks:
+        """One partition's watermarks. librdkafka answers "Unknown partition" for a partition the
+        metadata just listed when its own cache of the topic is stale (a driver pod on a real
+        cluster died of it once, mid-stream): the topic's metadata is asked again and the query
+        retried, for up to ``sync_timeout``."""
+        deadline = time.monotonic() + self.sync_timeout
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=30, cached=False
+                )
+                return Watermarks(low, high)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                    raise
+                _log.warning("ordo-kafka: %s-%d: %s; asking for the topic's metadata again", topic, partition,
+                             error.args[0].str())  # fmt: skip
+                self._consumer.list_topics(topic, timeout=10)
+                time.sleep(0.2)  # a backoff between broker round trips, not a wait for a condition
 
     def offsets_for_times(self, requests: Offsets) -> Offsets:
         """Per partition, the first offset whose timestamp is at or after the requested one (ms),

@@ -19,7 +19,7 @@ from .node import Node, cache_dir, ensure_docker, stop_kept, unmount_under
 from .steps import JOURNAL
 
 KEEP = bool(os.environ.get("ORDO_E2E_KEEP"))
-NEEDED = ("dockerd", "containerd", "runc", "ctr", "debootstrap", "iptables", "ip", "gcc", "kubectl")
+NEEDED = ("dockerd", "containerd", "runc", "ctr", "debootstrap", "iptables", "ip", "gcc", "kubectl", "java")
 
 
 def unavailable_reason() -> str | None:

@@ -131,6 +131,7 @@ def test_both_apps_run_as_pods_through_an_expansion_an_executor_lost_and_drivers
         wait_for(lambda: committed_files(output), 300, "the pipeline's first committed Parquet files", step=1)
 
         # an executor pod deleted while batches run: the driver asks for another, tasks run again
+        wait_for(lambda: pipeline._running(2), 300, f"{PIPELINE}'s 2 executors", step=1)
         victim = pipeline.executors()[0].metadata.name
         cluster.core.delete_namespaced_pod(victim, APP_NAMESPACE)
         wait_for(
