@@ -15,7 +15,7 @@ help:
 	@echo "make lint     - ruff + mypy + the import layers (lint-imports)"
 	@echo "make bench    - run the benchmarks, write benchmarks/report.md"
 	@echo "make crds     - regenerate crds/ from the pydantic models"
-	@echo "make e2e      - the chart, the operator's image and member pods on a real kubelet (root)"
+	@echo "make e2e      - the chart, the operator's image, member pods and the Spark apps on a real kubelet (root)"
 	@echo "make chaos    - 50 s seeded chaos run alone (make test runs it too)"
 	@echo "make failover - chaos on a replicated Kafka (3 brokers, kill -9 of leaders and coordinators), 5 rounds"
 	@echo "make soak     - 30 min chaos soak, 20 failover rounds, every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
@@ -63,7 +63,8 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 # The whole e2e suite on this machine (root): Docker and containerd from Debian's packages,
-# every image built here, a real kubelet, the chart with helm (tests/e2e/README.md). Prints each
+# every image built here, a real kubelet, the chart with helm, the Spark apps as driver and
+# executor pods through Spark's own Kubernetes scheduler (tests/e2e/README.md). Prints each
 # step's time; ORDO_E2E_KEEP=1 leaves the cluster running.
 e2e: $(STAMP)
 	scripts/e2e-deps

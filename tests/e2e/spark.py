@@ -139,7 +139,7 @@ def host_volumes(cluster: Cluster, folder: Path) -> dict[str, Path]:
         volume = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
-            "metadata": {"name": f"{name}-{folder.name}".lower()[:63]},
+            "metadata": {"name": f"{name}-{uuid.uuid4().hex[:8]}"},  # a folder's name may hold "_"
             "spec": {
                 "capacity": {"storage": claim["spec"]["resources"]["requests"]["storage"]},
                 "accessModes": claim["spec"]["accessModes"],
