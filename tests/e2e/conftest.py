@@ -4,6 +4,7 @@ with the reason. The ``cluster`` fixture builds and starts everything, each step
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ordo_testbed.kube.binaries import node_binaries
+from ordo_testbed.waiting import wait_for
 
 from .cluster import Cluster, connect, install_chart, install_kafka
 from .images import Images, build_all, load_all
@@ -68,7 +70,27 @@ def images() -> Images:
 
 
 @pytest.fixture(scope="session")
-def cluster(images: Images) -> Iterator[Cluster]:
+def machine_lock() -> Iterator[None]:
+    """One e2e run at a time on a machine: the images' tags, the node's containerd and the
+    cluster's state are the machine's (a second run stopped the first's containerd while it
+    imported images: ``ctr: failed to ingest ... EOF``). A second run waits for the first."""
+    with open(cache_dir() / "e2e.lock", "w") as held:
+
+        def taken() -> bool:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+        if not taken():
+            with JOURNAL.step("waiting for another e2e run on this machine to end"):
+                wait_for(taken, 2400, "another e2e run on this machine to end", step=1.0)
+        yield
+
+
+@pytest.fixture(scope="session")
+def cluster(machine_lock: None, images: Images) -> Iterator[Cluster]:
     state = cache_dir() / "cluster"
     with JOURNAL.step("Docker engine") as notes:
         notes.append(ensure_docker())
