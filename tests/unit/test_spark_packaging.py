@@ -361,3 +361,41 @@ def test_dockerfile_entrypoint_starts_drivers_and_executors() -> None:
     assert "/opt/ordo/entrypoint.sh" in entrypoint
     text = (ROOT / script).read_text()
     assert "driver)" in text and "executor)" in text and "KubernetesExecutorBackend" in text
+
+
+def test_the_entrypoint_starts_executors_as_sparks_own_does(tmp_path: Path) -> None:
+    """SPARK_CONF_DIR, HADOOP_CONF_DIR, SPARK_CLASSPATH and SPARK_EXTRA_CLASSPATH on the executor's
+    classpath in Spark's order, SPARK_JAVA_OPT_<n> in numeric order (a fake java prints its argv)."""
+    import subprocess
+
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    java.chmod(0o755)
+    env = {
+        "PATH": "/usr/bin:/bin", "JAVA_HOME": str(tmp_path / "jdk"), "SPARK_HOME": "/spark",
+        "SPARK_CONF_DIR": "/etc/spark", "HADOOP_CONF_DIR": "/etc/hadoop", "SPARK_CLASSPATH": "/first.jar",
+        "SPARK_EXTRA_CLASSPATH": "/extra.jar", "SPARK_JAVA_OPT_10": "-Dc=3", "SPARK_JAVA_OPT_2": "-Db=2",
+        "SPARK_JAVA_OPT_0": "-Da=1", "SPARK_EXECUTOR_MEMORY": "1g", "SPARK_DRIVER_URL": "spark://d:7078",
+        "SPARK_EXECUTOR_ID": "3", "SPARK_EXECUTOR_CORES": "1", "SPARK_APPLICATION_ID": "spark-1",
+        "SPARK_EXECUTOR_POD_IP": "10.0.0.9", "SPARK_EXECUTOR_POD_NAME": "exec-3",
+    }  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(APPS / "docker" / "entrypoint.sh"), "executor"],
+        env=env, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    argv = done.stdout.splitlines()
+    assert argv[:5] == ["-Da=1", "-Db=2", "-Dc=3", "-Xms1g", "-Xmx1g"]
+    assert argv[argv.index("-cp") + 1] == "/etc/spark:/etc/hadoop:/first.jar:/spark/jars/*:/extra.jar"
+    assert argv[argv.index("-cp") + 2] == "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend"
+    assert argv[argv.index("--podName") + 1] == "exec-3"
+    without = {
+        k: v for k, v in env.items() if k not in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "SPARK_CLASSPATH")
+    }
+    done = subprocess.run(
+        ["bash", str(APPS / "docker" / "entrypoint.sh"), "executor"],
+        env=without, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    argv = done.stdout.splitlines()
+    assert argv[argv.index("-cp") + 1] == "/spark/conf:/spark/jars/*:/extra.jar"
