@@ -31,7 +31,7 @@ import uuid
 from contextlib import ExitStack
 from functools import partial
 
-from ordo_testbed.bench.eos import check_output, client_configs
+from ordo_testbed.bench.eos import check_output, client_configs, register
 from ordo_testbed.bench.eos_config import EosConfigs
 from ordo_testbed.bench.eos_loop import EosLoop
 
@@ -54,12 +54,17 @@ RECORDS = ((WARM_UP + ROUNDS * TRANSACTIONS) * len(SIDES) // LOOPS + 10) * TRANS
 
 
 def _args(bootstrap: str, tag: str) -> argparse.Namespace:
-    return argparse.Namespace(
+    """``ordo bench eos``'s own defaults (its parser's: an option added there cannot be missing
+    here), with this benchmark's settings over them."""
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    defaults = vars(parser.parse_args(["eos"]))
+    return argparse.Namespace(**{**defaults, **vars(argparse.Namespace(
         bootstrap=bootstrap, input_topic=f"eos-in-{tag}", output_topic=f"eos-out-{tag}", partitions=6,
         consumer_group_id=f"eos-{tag}", poll_timeout=100, transaction_size=TRANSACTION_SIZE,
         pre_registration=False, records=RECORDS, record_size=100, transactional_id=None,
         throughput=-1, producer_config=None, consumer_config=None, producer_props=[], consumer_props=[],
-    )  # fmt: skip
+    ))})  # fmt: skip
 
 
 class _Ring:

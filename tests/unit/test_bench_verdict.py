@@ -68,3 +68,16 @@ def test_alternate_takes_turns_and_swaps_the_first_side_per_pair() -> None:
     assert calls == [("b", 0), ("a", 0), ("a", 1), ("b", 1)]
     assert set(spent) == {"a", "b"} and all(wall >= 0 and cpu >= 0 for wall, cpu in spent.values())
     assert per_record((2.0, 0.5), 1_000) == (500.0, 500.0)
+
+
+def test_the_pre_registration_benchmark_builds_its_clients_from_bench_eos_s_own_options() -> None:
+    """It drives ``ordo bench eos``'s loop with options of its own: an option added to the command
+    (``--command-config`` once) must not break ``make bench``."""
+    from benchmarks.pre_registration_bench import _args
+
+    from ordo_testbed.bench.eos import client_configs
+
+    args = _args("127.0.0.1:9092", "t")
+    configs = client_configs(args, args.bootstrap, "run")
+    assert configs.producer["bootstrap.servers"] == "127.0.0.1:9092"
+    assert configs.producer["transactional.id"] == "ordo-eos-bench-run"
