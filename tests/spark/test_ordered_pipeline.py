@@ -178,7 +178,9 @@ def test_the_job_runs_as_spark_submit_would_run_it(
     Kafka source does, so it joins no group with either)."""
     import importlib.util
 
-    monkeypatch.setenv("KAFKA_GROUP_PROTOCOL", group_protocol)
+    # a Service named kafka's KAFKA_* variables, which the job must not take for options
+    monkeypatch.setenv("KAFKA_PORT", "tcp://10.0.0.12:9092")
+    monkeypatch.setenv("KAFKA_SERVICE_HOST", "10.0.0.12")
 
     topic = kafka.create_topic(3)
     producer = OrderedProducer(
@@ -202,6 +204,7 @@ def test_the_job_runs_as_spark_submit_would_run_it(
         f"--bootstrap={kafka.bootstrap}",
         f"--epoch-topic={log_topics[0]}",
         "--available-now",
+        f"--option=kafka.group.protocol={group_protocol}",
     ]
     assert job.main(argv) == 0
     report = summarize(spark, str(tmp_path / "out"))
