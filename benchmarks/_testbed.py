@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ordo_testbed.bed import parse_shell_lines
 from ordo_testbed.kafka import KafkaBroker
 
 
@@ -39,8 +40,13 @@ def full_testbed(state_dir: Path) -> Iterator[tuple[str, Path]]:
     )  # fmt: skip
     try:
         assert process.stdout is not None
-        lines = dict(process.stdout.readline().strip().split("=", 1) for _ in range(4))
-        yield lines["KAFKA_DIRECT_BOOTSTRAP"], Path(lines["KUBECONFIG"])
+        found: dict[str, str] = {}
+        while not {"KAFKA_DIRECT_BOOTSTRAP", "KUBECONFIG"} <= found.keys():
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"ordo testbed up ended before it was ready (exit {process.wait()})")
+            found.update(parse_shell_lines([line]))
+        yield found["KAFKA_DIRECT_BOOTSTRAP"], Path(found["KUBECONFIG"])
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

@@ -118,3 +118,14 @@ def test_testbed_up_in_the_background_is_evaluated_by_a_shell_and_stopped_by_dow
         )
     assert not _port_open(bootstrap), "down stopped Kafka"
     assert not (state / "testbed.pid").exists()
+
+
+@pytest.mark.timeout(600)
+def test_the_benchmarks_find_the_broker_and_the_api_server_in_the_lines_it_prints(tmp_path: Path) -> None:
+    """``make bench``'s group and expansion benchmarks start ``ordo testbed up`` and read its lines
+    (they read four ``NAME=value`` lines once, and died when the lines became ``export`` lines)."""
+    from benchmarks._testbed import full_testbed
+
+    with full_testbed(tmp_path / "bed") as (bootstrap, kubeconfig):
+        assert _port_open(bootstrap)
+        assert "clusters" in kubeconfig.read_text()
