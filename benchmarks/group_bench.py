@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ordo.control_topics import DEFAULT_CHECKPOINT_TOPIC
 from ordo.epochs.log import ensure_log_topics
 from ordo.group import GroupProducer
+from ordo.member_wire import GROUP_LABEL
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.pods import Pod, PodSet
 from ordo_testbed.resources import Groups
@@ -242,7 +243,12 @@ def _throughput(
     topic = "eos"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 4)])[topic].result(10)
-    pods.start("bench", [sys.executable, "-c", "import time; time.sleep(3600)"], labels={"app": "eos"})
+    # the member is this process; the pod stands for it, labelled as the operator's pod watch asks
+    pods.start(
+        "bench",
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        labels={"app": "eos", GROUP_LABEL: "eos"},
+    )
     groups.create("eos", TRANSACTIONAL_IDS, {"app": "eos"}, sessionTimeoutSeconds=10)
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 5}
     api = _api_client(kubeconfig)
