@@ -15,7 +15,7 @@ from ordo.api import MemberStatus, PartitionCheckpoint, ProducerGroupSpec
 from ordo.member_wire import GroupSettings, MemberAssignment, ProtocolError
 
 from .handoff import HandoffPlan, Member, ShrinkBlocked, is_live, plan_handoff
-from .sessions import LeaseSessions
+from .sessions import LeaseSessions, LeaseView
 
 __all__ = [
     "STATUS_PARTITION_ROWS",
@@ -42,18 +42,6 @@ class PodView:
     deleting: bool
     assignment: str | None = None
     """Its ``ordo.dev/assignment`` annotation, as written."""
-
-
-@dataclass(frozen=True)
-class LeaseView:
-    """A member's Lease (named after its pod)."""
-
-    name: str
-    holder: str | None
-    renewed: datetime | None
-    acked: int | None
-    duration: float | None = None
-    """``leaseDurationSeconds``: the session the member renews under (a third of it apart)."""
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from ordo.api.producer_group import MAX_SESSION_TIMEOUT_SECONDS
 from ordo.member_wire import MemberAssignment, ProtocolError
 
-if TYPE_CHECKING:
-    from .group import LeaseView
+__all__ = ["LeaseSessions", "LeaseView", "lease_sessions"]
 
-__all__ = ["LeaseSessions", "lease_sessions"]
+
+@dataclass(frozen=True)
+class LeaseView:
+    """A member's Lease (named after its pod)."""
+
+    name: str
+    holder: str | None
+    renewed: datetime | None
+    acked: int | None
+    duration: float | None = None
+    """``leaseDurationSeconds``: the session the member renews under (a third of it apart)."""
 
 
 @dataclass(frozen=True)
