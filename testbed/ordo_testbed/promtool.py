@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
 
+from .cache import cache_root, go_mod_version
+
 __all__ = ["PromtoolSetupError", "bin_dir", "prometheus_version", "promtool"]
 
-CACHE_ENV = "ORDO_CACHE_DIR"
 MODULE = Path(__file__).resolve().parents[1] / "promtool"
 _PINNED = "0.308.1"  # what go.mod requires; read from it in a checkout
 
@@ -26,19 +26,11 @@ class PromtoolSetupError(RuntimeError):
 def prometheus_version() -> str:
     """The module version of github.com/prometheus/prometheus that go.mod pins (v0.308.1 is
     Prometheus 3.8.1)."""
-    go_mod = MODULE / "go.mod"
-    if go_mod.exists():
-        found = re.search(r"^require github\.com/prometheus/prometheus v(\S+)$", go_mod.read_text(), re.M)
-        if found:
-            return found.group(1)
-    return _PINNED
+    return go_mod_version(MODULE, "github.com/prometheus/prometheus", _PINNED)
 
 
 def bin_dir() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ordo"
-    )
-    return Path(root) / f"promtool-{prometheus_version()}" / "bin"
+    return cache_root() / f"promtool-{prometheus_version()}" / "bin"
 
 
 def promtool(build: bool = True) -> Path:

@@ -23,6 +23,7 @@ from typing import IO, Any
 import kubernetes
 import yaml
 
+from ordo_testbed.cache import cache_root
 from ordo_testbed.kube.apiserver import KubeApiServer
 from ordo_testbed.kube.binaries import bin_dir, node_binaries
 from ordo_testbed.waiting import wait_for
@@ -41,10 +42,7 @@ _IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 def cache_dir() -> Path:
     """The per-machine cache: containerd's images, the e2e's base images' packages, logs."""
-    root = os.environ.get("ORDO_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ordo"
-    )
-    path = Path(root) / "e2e"
+    path = cache_root() / "e2e"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

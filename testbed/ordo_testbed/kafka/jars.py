@@ -11,9 +11,10 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..cache import cache_root
+
 KAFKA_VERSION = "4.3.1"
 POM = Path(__file__).with_name("pom.xml")
-CACHE_ENV = "ORDO_CACHE_DIR"
 JAVA_ENV = "ORDO_JAVA"
 
 
@@ -22,10 +23,7 @@ class KafkaSetupError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ordo"
-    )
-    path = Path(root) / f"kafka-{KAFKA_VERSION}"
+    path = cache_root() / f"kafka-{KAFKA_VERSION}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
 
+from ..cache import cache_root, go_mod_version
+
 __all__ = ["KubeSetupError", "binaries", "kube_version", "node_binaries"]
 
-CACHE_ENV = "ORDO_CACHE_DIR"
 MODULE = Path(__file__).resolve().parents[2] / "kube-apiserver"
 NODE_MODULE = MODULE.parent / "kube-node"
 PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -27,19 +27,11 @@ class KubeSetupError(RuntimeError):
 
 
 def kube_version() -> str:
-    go_mod = MODULE / "go.mod"
-    if go_mod.exists():
-        found = re.search(r"^\tk8s\.io/kubernetes v(\S+)$", go_mod.read_text(), re.MULTILINE)
-        if found:
-            return found.group(1)
-    return _PINNED
+    return go_mod_version(MODULE, "k8s.io/kubernetes", _PINNED)
 
 
 def bin_dir() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ordo"
-    )
-    return Path(root) / f"kube-{kube_version()}" / "bin"
+    return cache_root() / f"kube-{kube_version()}" / "bin"
 
 
 def binaries(build: bool = True) -> dict[str, Path]:
