@@ -111,6 +111,12 @@ class Pod:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
 
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        """The JSON lines of ``{"event": kind, ...}`` the program printed (the sandbox's members
+        print one per rebalance), in order."""
+        lines = [json.loads(line) for line in self.stdout().splitlines() if line.startswith("{")]
+        return [line for line in lines if line.get("event") == kind]
+
     def read(self) -> Any:
         """The Pod object as the API has it now (a ``V1Pod``); raises ApiException(404) once gone."""
         return self.podset.core.read_namespaced_pod(self.name, self.namespace)

@@ -105,11 +105,6 @@ def fold(records: list[dict[str, Any]]) -> Fold:
     return Fold(points, refused, held)
 
 
-def rebalances(pod: Pod) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in pod.stdout().splitlines() if line.startswith("{")]
-    return [e for e in lines if e["event"] == "rebalance"]
-
-
 def test_a_member_woken_after_its_partitions_moved_moves_no_checkpoint_back_and_writes_no_unit(
     kafka: KafkaHandle,
     kube: Kube,
@@ -145,7 +140,7 @@ def test_a_member_woken_after_its_partitions_moved_moves_no_checkpoint_back_and_
             return {p: int(c or 0) for p, c in groups.checkpoints(GROUP).items()}
 
         wait_for(lambda: all(progress()[p] >= 30 for p in taken), 60, "the zombie to copy its partitions")
-        told = rebalances(zombie)
+        told = zombie.events("rebalance")
         old_generation = told[-1]["generation"]  # its units carry this one or older
         zombie.pause()
         wait_for(lambda: groups.owners(GROUP).get(STEADY) == [0, 1, 2, 3], 30, f"{STEADY} to take everything")
@@ -154,7 +149,9 @@ def test_a_member_woken_after_its_partitions_moved_moves_no_checkpoint_back_and_
         resumed_ms = int(time.time() * 1000)
         zombie.resume()
         wait_for(
-            lambda: any(set(taken) <= {*e["lost"], *e["revoked"]} for e in rebalances(zombie)[len(told) :]),
+            lambda: any(
+                set(taken) <= {*e["lost"], *e["revoked"]} for e in zombie.events("rebalance")[len(told) :]
+            ),
             30,
             "the zombie to hear its partitions are gone",
         )

@@ -6,7 +6,6 @@ by the independent source verifier (read_committed) where data matters.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,16 +78,10 @@ class Bed:
         return self.groups.wait_settled(GROUP, members, timeout, partitions)
 
 
-def rebalances(pod: Pod) -> list[dict[str, Any]]:
-    """The rebalance events a member printed."""
-    lines = [json.loads(line) for line in pod.stdout().splitlines() if line.startswith("{")]
-    return [e for e in lines if e["event"] == "rebalance"]
-
-
 def assigned(pod: Pod) -> dict[int, str | None]:
     """Every partition the member was given, with the checkpoint it was given with (latest)."""
     out: dict[int, str | None] = {}
-    for e in rebalances(pod):
+    for e in pod.events("rebalance"):
         out.update({int(p): c for p, c in e["assigned"].items()})
     return out
 
@@ -195,16 +188,20 @@ def test_a_member_whose_copy_loop_hangs_gives_its_partitions_up_and_its_late_uni
     settled = bed.settled(2, 4)["generation"]
     taken = bed.owners()["m-1"]
     assert taken
-    wait_for(lambda: _printed(hung, "hung"), 60, "m-1's copy loop to hang")
+    wait_for(lambda: hung.events("hung"), 60, "m-1's copy loop to hang")
     hung_at = time.monotonic()
     last_committed = bed.committed_checkpoints()  # m-1 commits nothing more: its loop hangs
     wait_for(lambda: bed.owners().get("m-0") == [0, 1, 2, 3], 30, "m-0 to take everything")
     print(f"the partitions moved {time.monotonic() - hung_at:.1f}s after the hang")
     wait_for(
-        lambda: any(sorted(e["lost"]) == taken for e in rebalances(hung)), 30, "m-1 to be told it lost them"
+        lambda: any(sorted(e["lost"]) == taken for e in hung.events("rebalance")),
+        30,
+        "m-1 to be told it lost them",
     )
     handed = wait_for(
-        lambda: next((e for e in rebalances(steady) if e["generation"] > settled and e["assigned"]), None),
+        lambda: next(
+            (e for e in steady.events("rebalance") if e["generation"] > settled and e["assigned"]), None
+        ),
         30,
         "m-0's event taking them",
     )
@@ -212,16 +209,10 @@ def test_a_member_whose_copy_loop_hangs_gives_its_partitions_up_and_its_late_uni
     assert handed["assigned"] == {str(p): last_committed.get(p) for p in taken}, (
         "m-0 continues each taken partition from its last committed checkpoint"
     )
-    wait_for(lambda: _printed(hung, "dropped"), 60, "m-1 to wake up and be refused its late commit")
+    wait_for(lambda: hung.events("dropped"), 60, "m-1 to wake up and be refused its late commit")
     wait_for(lambda: _checkpoints(bed) == dict.fromkeys(range(4), "300"), 120, "the copy to finish")
     verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(4), 300))
     assert verdict.ok, verdict.summary() + "; " + "; ".join(verdict.examples)
-
-
-def _printed(pod: Pod, event: str) -> bool:
-    return any(
-        json.loads(line).get("event") == event for line in pod.stdout().splitlines() if line.startswith("{")
-    )
 
 
 def test_a_graceful_leave_moves_partitions_without_waiting_for_the_session(bed: Bed) -> None:
@@ -290,7 +281,9 @@ def test_growing_assigns_the_new_partitions_and_deleting_revokes_everything(bed:
     wait_for(
         lambda: "ordo.dev/assignment" not in (member.read().metadata.annotations or {}), 30, "the revocation"
     )
-    wait_for(lambda: any(e.get("revoked") == [0, 1, 2] for e in rebalances(member)), 20, "the revoke event")
+    wait_for(
+        lambda: any(e.get("revoked") == [0, 1, 2] for e in member.events("rebalance")), 20, "the revoke event"
+    )
     verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(3), 20))
     assert verdict.ok, verdict.summary()
 

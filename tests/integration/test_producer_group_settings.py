@@ -15,7 +15,7 @@ from kubernetes.client import CoordinationV1Api
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube, kubectl
 from ordo_testbed.operator import OperatorProcess
-from ordo_testbed.pods import Pod, PodSet
+from ordo_testbed.pods import PodSet
 from ordo_testbed.resources import Groups, group_member_argv
 from ordo_testbed.waiting import wait_for
 
@@ -88,11 +88,6 @@ def _taken_by_all(kube: Kube, names: list[str], generation: int) -> bool:
     return True
 
 
-def _rebalances(pod: Pod) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in pod.stdout().splitlines() if line.startswith("{")]
-    return [e for e in lines if e["event"] == "rebalance"]
-
-
 def test_shortening_the_session_under_live_members_moves_no_partition_and_then_holds(
     kafka: KafkaHandle,
     kube: Kube,
@@ -125,7 +120,7 @@ def test_shortening_the_session_under_live_members_moves_no_partition_and_then_h
     owners, generation = groups.owners("copy"), settled["generation"]
     assert sorted(len(p) for p in owners.values()) == [2, 2]
     events_before = {e.metadata.name for e in kube.events()}
-    events_of_members = {n: len(_rebalances(pod)) for n, pod in members.items()}
+    events_of_members = {n: len(pod.events("rebalance")) for n, pod in members.items()}
 
     # a moment when a Lease is older than the new session (and its next renewal some seconds off):
     # judged by 3 s at once, its member would be dead
@@ -148,7 +143,7 @@ def test_shortening_the_session_under_live_members_moves_no_partition_and_then_h
     expected = ", ".join(f"{pod}={partitions}" for pod, partitions in sorted(owners.items()))
     assert rebalanced == [f"generation {generation + 1}: {expected}"], rebalanced
     for name, pod in members.items():
-        changes = _rebalances(pod)[events_of_members[name] :]
+        changes = pod.events("rebalance")[events_of_members[name] :]
         assert changes and all(not (e["assigned"] or e["revoked"] or e["lost"]) for e in changes), changes
     print(f"partition moves caused by the change: 0; generations {generation} -> {after['generation']}")
 
