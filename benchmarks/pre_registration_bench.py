@@ -58,13 +58,14 @@ def _args(bootstrap: str, tag: str) -> argparse.Namespace:
     here), with this benchmark's settings over them."""
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    defaults = vars(parser.parse_args(["eos"]))
-    return argparse.Namespace(**{**defaults, **vars(argparse.Namespace(
+    args = parser.parse_args(["eos"])
+    vars(args).update(
         bootstrap=bootstrap, input_topic=f"eos-in-{tag}", output_topic=f"eos-out-{tag}", partitions=6,
         consumer_group_id=f"eos-{tag}", poll_timeout=100, transaction_size=TRANSACTION_SIZE,
         pre_registration=False, records=RECORDS, record_size=100, transactional_id=None,
         throughput=-1, producer_config=None, consumer_config=None, producer_props=[], consumer_props=[],
-    ))})  # fmt: skip
+    )  # fmt: skip
+    return args
 
 
 class _Ring:
