@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from ordo.api import ExpansionPhase
 from ordo.control_topics import MAX_CONTROL_RECORD_BYTES
-from ordo.epochs import Epoch, EpochHistory, EpochState
+from ordo.epochs import Epoch, EpochError, EpochHistory, EpochState
 
 from .topics import added_outside, first_count
 
@@ -218,6 +218,14 @@ def _our_epoch(state: ExpansionState, history: EpochHistory | None) -> Epoch | N
     return next((e for e in history.epochs if e.epoch == state.epoch), None)
 
 
+def _exactly_ours(state: ExpansionState, history: EpochHistory | None) -> Epoch | None:
+    """This expansion's epoch: its number, and its partition counts too (an epoch of that number
+    towards another count was written by someone else, e.g. after this one's status was lost)."""
+    ours = _our_epoch(state, history)
+    counts = (state.from_partitions, state.to_partitions)
+    return ours if ours is not None and (ours.from_partitions, ours.partitions) == counts else None
+
+
 def _validate(topic: str, target: int, state: ExpansionState, world: World) -> Step:
     if world.topic_partitions is None:
         return _fail(state, "TopicNotFound", f"topic {topic!r} does not exist")
@@ -324,7 +332,7 @@ def plan_deletion(topic: str, state: ExpansionState, history: EpochHistory | Non
     published (past the point of no return: the expansion stands) or aborted already. The step's
     state is what the expansion became; its message says so, for an Event."""
     phase = state.phase
-    ours = _our_epoch(state, history)
+    ours = _exactly_ours(state, history)
     if phase in TERMINAL:
         return Step(state, None, "Deleted", f"deleted after it ended {phase.value}: nothing to undo")
     where = f"deleted while {phase.value}"
@@ -368,23 +376,34 @@ def plan_deletion(topic: str, state: ExpansionState, history: EpochHistory | Non
 def next_history(
     effect: Effect, topic: str, history: EpochHistory | None, state: ExpansionState
 ) -> EpochHistory:
-    """The epoch log entry after a log effect; applying it twice gives the same entry."""
+    """The epoch log entry after a log effect; applying it twice gives the same entry. Each
+    effect acts on this expansion's own epoch alone: one of the same number with other partition
+    counts (written by someone else) or an aborted one (by the fence timeout, a deletion, the
+    orphan-fence sweep or by hand) raises ``EpochError``, so a pass planned on an older view of
+    the log never publishes, with its thresholds, whatever epoch is fencing now."""
     assert state.epoch is not None and state.from_partitions is not None and state.to_partitions is not None
     base = history or EpochHistory.initial(topic, state.from_partitions)
     ours = _our_epoch(state, base)
+    if ours is not None and ours != _exactly_ours(state, base):
+        raise EpochError(
+            f"{topic}: epoch {ours.epoch} in the log goes {ours.from_partitions} -> {ours.partitions}, "
+            f"not {state.from_partitions} -> {state.to_partitions}: it is not this expansion's"
+        )
     if effect == Effect.APPEND_FENCE:
         if ours is not None:
             return base
         fenced = base.begin_fence(state.to_partitions)
         if fenced.current.epoch != state.epoch:
-            raise ValueError(f"{topic}: epoch log is at {base.current.epoch}, expected {state.epoch - 1}")
+            raise EpochError(f"{topic}: epoch log is at {base.current.epoch}, expected {state.epoch - 1}")
         return fenced
     if effect == Effect.ABORT_EPOCH:
         return base.abort() if ours is not None and ours.state == EpochState.FENCING else base
     if effect == Effect.PUBLISH_EPOCH:
         if ours is not None and ours.state == EpochState.ACTIVE:
             return base
-        if ours is None:
+        if ours is not None and ours.state == EpochState.ABORTED:
+            raise EpochError(f"{topic}: epoch {ours.epoch} was aborted: it is never published")
+        if ours is None:  # a round-robin-only topic's direct expansion, its fence write lost
             base = next_history(Effect.APPEND_FENCE, topic, base, state)
         return base.publish(dict(state.thresholds or {}))
     raise ValueError(f"{effect} does not write the epoch log")

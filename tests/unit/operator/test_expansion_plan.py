@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ordo.api import ExpansionPhase as P
-from ordo.epochs import EpochHistory, EpochState
+from ordo.epochs import EpochError, EpochHistory, EpochState
 from ordo_operator.plans.expansion import (
     Effect,
     ExpansionState,
@@ -204,6 +204,33 @@ def test_log_effects_are_idempotent() -> None:
     aborted = next_history(Effect.ABORT_EPOCH, T, once, FENCING)
     assert next_history(Effect.ABORT_EPOCH, T, aborted, FENCING) == aborted
     assert aborted.active.partitions == 4
+
+
+def test_an_aborted_epoch_is_never_published_nor_another_one_in_its_place() -> None:
+    """A pass planned Publishing on an older view of the log, while the epoch was aborted (fence
+    timeout, deletion, the orphan-fence sweep, by hand) and the next expansion began fencing
+    epoch 2: it used to publish epoch 2 with epoch 1's thresholds."""
+    ours_aborted = _fencing_history().abort()
+    next_fencing = ours_aborted.begin_fence(6)
+    for history in (ours_aborted, next_fencing):
+        with pytest.raises(EpochError, match="epoch 1 was aborted"):
+            next_history(Effect.PUBLISH_EPOCH, T, history, PUBLISHING)
+    assert next_history(Effect.ABORT_EPOCH, T, next_fencing, FENCING) == next_fencing, "epoch 2 untouched"
+
+
+def test_an_epoch_of_the_same_number_towards_another_count_is_not_this_expansions() -> None:
+    """Epoch 1 in the log goes 4 -> 6 (another writer's) while this expansion recorded 1 as 4 -> 8:
+    it neither publishes, fences nor aborts it, and deleting it undoes nothing."""
+    theirs = EpochHistory.initial(T, 4).begin_fence(6)
+    for effect, state in [
+        (Effect.PUBLISH_EPOCH, PUBLISHING),
+        (Effect.APPEND_FENCE, FENCING),
+        (Effect.ABORT_EPOCH, FENCING),
+    ]:
+        with pytest.raises(EpochError, match="not 4 -> 8: it is not this expansion's"):
+            next_history(effect, T, theirs, state)
+    step = plan_deletion(T, PUBLISHING, theirs)
+    assert step.effect is None and "nothing was fenced" in step.message
 
 
 # --- Crash-resume: an operator killed before or after any record or effect still completes --------
