@@ -27,6 +27,10 @@
  * thread of the producer has to run for that to hold: a process that wakes from a pause (SIGSTOP,
  * a VM freeze) finds the lease expired here before anything is queued.
  *
+ * With the producer's own transactions (fencing="broker", ordo.own_transactions) each record
+ * handed over is also appended to the open transaction's journal as (topic, value, key), so an
+ * abort can send it again: that append is the whole cost of the mode on this path.
+ *
  * Anything else, and any error from produce() (nothing was queued then), goes to the Python
  * path, which retries, waits on fences and raises what the caller must see.
  */
@@ -73,8 +77,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *routes; /* dict: topic -> count or (count, to Python), only for topics open to this path */
     Lease *lease;
-    PyObject *raw;    /* confluent_kafka.Producer.produce, bound */
-    PyObject *slow;   /* the Python path, with produce()'s full signature */
+    PyObject *raw;     /* confluent_kafka.Producer.produce, bound (replaced when the producer is renewed) */
+    PyObject *slow;    /* the Python path, with produce()'s full signature */
+    PyObject *journal; /* list of the open transaction's records, or None (no own transactions) */
     vectorcallfunc vectorcall;
     Py_ssize_t fast_calls; /* records that took this path (tests and benchmarks read it) */
 } FastProduce;
@@ -166,6 +171,16 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
                         done = PyObject_Vectorcall(self->raw, call, 4, NULL);
                     }
                     Py_DECREF(partition);
+                    if (done != NULL && self->journal != Py_None) {
+                        /* queued: journaled before anything else can run (the GIL is held) */
+                        PyObject *entry = PyTuple_Pack(3, topic, value, key);
+                        if (entry == NULL || PyList_Append(self->journal, entry) < 0) {
+                            Py_XDECREF(entry);
+                            Py_DECREF(done);
+                            return NULL; /* out of memory: the record is queued but not journaled */
+                        }
+                        Py_DECREF(entry);
+                    }
                     if (done != NULL) {
                         self->fast_calls++;
                         return done;
@@ -182,11 +197,15 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
 static PyObject *
 FastProduce_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *routes, *lease, *raw, *slow;
-    static char *names[] = {"routes", "lease", "raw", "slow", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO", names, &PyDict_Type, &routes, &LeaseType, &lease,
-                                     &raw, &slow))
+    PyObject *routes, *lease, *raw, *slow, *journal = Py_None;
+    static char *names[] = {"routes", "lease", "raw", "slow", "journal", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO|O", names, &PyDict_Type, &routes, &LeaseType, &lease,
+                                     &raw, &slow, &journal))
         return NULL;
+    if (journal != Py_None && !PyList_CheckExact(journal)) {
+        PyErr_SetString(PyExc_TypeError, "journal must be a list or None");
+        return NULL;
+    }
     FastProduce *self = (FastProduce *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -194,6 +213,7 @@ FastProduce_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->lease = (Lease *)Py_NewRef(lease);
     self->raw = Py_NewRef(raw);
     self->slow = Py_NewRef(slow);
+    self->journal = Py_NewRef(journal);
     self->vectorcall = FastProduce_call;
     return (PyObject *)self;
 }
@@ -205,6 +225,7 @@ FastProduce_traverse(FastProduce *self, visitproc visit, void *arg)
     Py_VISIT(self->lease);
     Py_VISIT(self->raw);
     Py_VISIT(self->slow);
+    Py_VISIT(self->journal);
     return 0;
 }
 
@@ -215,6 +236,7 @@ FastProduce_clear(FastProduce *self)
     Py_CLEAR(self->lease);
     Py_CLEAR(self->raw);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->journal);
     return 0;
 }
 
@@ -232,8 +254,27 @@ FastProduce_get_fast_calls(FastProduce *self, void *closure)
     return PyLong_FromSsize_t(self->fast_calls);
 }
 
+static PyObject *
+FastProduce_get_raw(FastProduce *self, void *closure)
+{
+    return Py_NewRef(self->raw);
+}
+
+static int
+FastProduce_set_raw(FastProduce *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "raw cannot be deleted");
+        return -1;
+    }
+    Py_SETREF(self->raw, Py_NewRef(value));
+    return 0;
+}
+
 static PyGetSetDef FastProduce_getset[] = {
     {"fast_calls", (getter)FastProduce_get_fast_calls, NULL, "records that took the C path", NULL},
+    {"raw", (getter)FastProduce_get_raw, (setter)FastProduce_set_raw,
+     "the bound produce() records are handed to (a renewed producer's, after a fence)", NULL},
     {NULL},
 };
 

@@ -10,7 +10,8 @@ class Lease:
 
 class FastProduce:
     """OrderedProducer.produce's common case in one C call; every other call goes to ``slow``.
-    Calls made once ``lease.until`` has passed go to ``slow`` too."""
+    Calls made once ``lease.until`` has passed go to ``slow`` too. With a ``journal`` (the open
+    transaction's records, fencing="broker") each record handed over is appended as (topic, value, key)."""
 
     def __init__(
         self,
@@ -18,11 +19,14 @@ class FastProduce:
         lease: Lease,
         raw: Callable[..., None],
         slow: Callable[..., None],
+        journal: list[tuple[Any, ...]] | None = None,
     ) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...
     @property
     def fast_calls(self) -> int:
         """Records that took the C path."""
+    raw: Callable[..., None]
+    """The bound produce() records are handed to (a renewed producer's, after a fence)."""
 
 def murmur2(data: bytes, /) -> int:
     """The Java client's ``Utils.murmur2`` of ``data``: a signed 32-bit int."""

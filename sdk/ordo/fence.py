@@ -4,7 +4,8 @@
 report ends its wait). ``LeaseState``: until when the producer may queue records at all (a report that
 arrived renews it; one that cannot be sent past it stops the producer until the epoch log is read
 again). A topic takes a record only while ``writable``: not fenced, and the producer neither
-stopped nor closed. No lock, no Kafka, no clock: the caller passes the time and holds the locks.
+stopped nor closed (nor held by a commit of its own). No lock, no Kafka, no clock: the caller
+passes the time and holds the locks.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class LeaseState:
         return replace(self, stopped=True)
 
 
-def writable(fence: TopicFence, lease: LeaseState, closed: bool) -> bool:
-    """Whether the topic takes records now (the lease's time is checked per record apart)."""
-    return not fence.blocked and not lease.stopped and not closed
+def writable(fence: TopicFence, lease: LeaseState, closed: bool, held: bool = False) -> bool:
+    """Whether the topic takes records now (the lease's time is checked per record apart);
+    ``held``: the producer's own transaction is being committed, or records of an aborted one are
+    still to send again (they go first)."""
+    return not fence.blocked and not lease.stopped and not closed and not held

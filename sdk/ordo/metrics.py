@@ -20,7 +20,9 @@ __all__ = [
     "gate_closed_since",
     "gate_wait",
     "gates_closed",
+    "misplaced_records",
     "produce_blocked",
+    "producer_renewed",
     "serve",
     "unknown_partitions",
 ]
@@ -68,10 +70,21 @@ if prometheus_client is not None:
             "outside ordo, after ordo expanded it",
             ["topic"],
         ),
+        "misplaced": prometheus_client.Counter(
+            "ordo_gate_misplaced_records",
+            "Keyed records a gated reader found placed by an old partition count after their "
+            "partition's threshold (raised, handed to on_misplaced, or delivered, by its policy)",
+            ["topic"],
+        ),
         "in_flight": prometheus_client.Gauge(
             "ordo_async_in_flight_records",
             "Records an AsyncConsumer handed out and not yet marked done",
             ["group"],
+        ),
+        "renewed": prometheus_client.Counter(
+            "ordo_producer_fenced_total",
+            "Times an OrderedProducer found itself fenced through the broker (its open transaction "
+            "aborted, e.g. after a pause through an expansion) and reopened, sending its records again",
         ),
     }
 
@@ -80,6 +93,13 @@ def produce_blocked(topic: str, seconds: float) -> None:
     """A produce() call to ``topic`` was held ``seconds`` by a fence (call once per held call)."""
     if _metrics:
         _metrics["blocked"].labels(topic).observe(seconds)
+
+
+def producer_renewed(producer_id: str) -> None:
+    """A producer was fenced through the broker and reopened (``producer_id`` is not a label: logs
+    name it)."""
+    if _metrics:
+        _metrics["renewed"].inc()
 
 
 def gates_closed(topic: str, count: int) -> None:
@@ -109,6 +129,13 @@ def unknown_partitions(topic: str, count: int) -> None:
     """``count`` partitions of ``topic`` are held because no epoch of its history covers them."""
     if _metrics:
         _metrics["unknown"].labels(topic).set(count)
+
+
+def misplaced_records(topic: str, count: int) -> None:
+    """A gated reader found ``count`` more misplaced records of ``topic``
+    (``ordo_gate_misplaced_records_total``)."""
+    if _metrics:
+        _metrics["misplaced"].labels(topic).inc(count)
 
 
 def async_in_flight(group: str, count: int) -> None:

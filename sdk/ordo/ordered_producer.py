@@ -3,13 +3,18 @@
 It picks each record's partition from the partition count of the topic's active epoch in the
 epoch log, never from librdkafka's metadata, which changes at an arbitrary moment after
 CreatePartitions. It reports liveness to the producer registry; when the operator fences a topic
-it stops producing to it, flushes, and acknowledges, and resumes when the new epoch is active or
-the fence is aborted. If it cannot report within its session it stops by itself (self-fencing),
-so a producer that the operator considers dead cannot write.
+it stops producing to it, commits (or flushes), and acknowledges, and resumes when the new epoch
+is active or the fence is aborted. If it cannot report within its session it stops by itself.
+
+By default (``fencing="broker"``) it writes in transactions of its own, so the operator can have
+the broker refuse a producer that does not acknowledge a fence, whatever its clocks say
+(``ordo.own_transactions``); ``fencing="lease"`` relies on the producer's lease and bounded
+delivery timeout alone (docs/reliability.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -35,6 +40,7 @@ from .errors import (
     UndeclaredPartitionError,
 )
 from .fence import LeaseState, TopicFence, writable
+from .own_transactions import Journal, Remedy, Report, after_failure, fail_all, own_transactional_id
 from .partitioners import (
     PARTITIONERS,
     ExplicitPartitioner,
@@ -45,7 +51,9 @@ from .partitioners import (
 )
 from .transactions import Declaration, Transaction, group_id_of
 
-__all__ = ["OrderedProducer"]
+__all__ = ["FENCING_MODES", "OrderedProducer"]
+
+FENCING_MODES = ("broker", "lease")
 
 _log = logging.getLogger(__name__)
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
@@ -119,8 +127,17 @@ class OrderedProducer:
 
     ``block_timeout`` (60 s, an expansion's default ``fenceTimeoutSeconds``) bounds how long
     ``produce()`` waits for a fence or a lapsed session before it raises. Unless ``config`` says
-    otherwise, the producer is idempotent and its ``message.timeout.ms`` is 30 s: a fence waits
-    that long, after its session, for a producer that falls silent (docs/reliability.md).
+    otherwise, the producer is idempotent and its ``message.timeout.ms`` is 30 s; ``acks`` must be
+    ``all``.
+
+    ``fencing="broker"`` (default): a ``config`` without ``transactional.id`` gets ordo's own
+    transactions (``ordo-producer.<producer_id>``), committed every ``commit_interval`` seconds, by
+    ``flush()`` and ``close()``: read_committed consumers see a record once its transaction
+    commits, delivery callbacks run after the commit (on the thread that committed), and a
+    producer fenced by the operator sends its aborted records again by the new count. A
+    transactional ``config`` keeps its transactions the application's; the operator may fence
+    it too (the application then meets ``_FENCED`` as with any newer instance). ``fencing="lease"``:
+    no transactions of ordo's; a fence waits out a silent producer's session and delivery timeout.
     """
 
     def __init__(
@@ -135,7 +152,13 @@ class OrderedProducer:
         registry_topic: str = DEFAULT_REGISTRY_TOPIC,
         epoch_log: EpochLog | None = None,
         availability_interval: float = 1.0,
+        fencing: str = "broker",
+        commit_interval: float = 0.1,
     ) -> None:
+        if fencing not in FENCING_MODES:
+            raise ConfigError(f"unknown fencing {fencing!r}: choose one of {', '.join(FENCING_MODES)}")
+        if not 0 < commit_interval <= 60:
+            raise ConfigError(f"commit_interval must be above 0 and at most 60 s, got {commit_interval}")
         if partitioner not in PARTITIONERS:
             raise ConfigError(f"unknown partitioner {partitioner!r}: choose one of {', '.join(PARTITIONERS)}")
         if session_timeout < 0.3:
@@ -146,11 +169,33 @@ class OrderedProducer:
         self.partitioner_name = partitioner
         self.session_timeout = session_timeout
         self.block_timeout = block_timeout
+        self.fencing = fencing
+        self.commit_interval = commit_interval
         self._partitioner = make_partitioner(partitioner)
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
+        own = fencing == "broker" and "transactional.id" not in config
+        # ordo's own transactions: the open one's records, held reports, what to send again
+        self._own: Journal | None = Journal() if own else None
+        self.transactional_id: str | None = None
+        """The transactional.id the operator may fence this producer by (None: lease only)."""
+        if fencing == "broker":
+            self.transactional_id = (
+                own_transactional_id(self.producer_id) if own else str(config["transactional.id"])
+            )
+        self._default_delivery: DeliveryCallback | None = None
+        if own:
+            # held until the commit like every record's callback, so it must be per record
+            config = dict(config)
+            self._default_delivery = config.pop("on_delivery", None)
+            config["transactional.id"] = self.transactional_id
         producer_config, self.delivery_timeout = bounded_delivery(config)
-        self._producer = Producer(logged(quick_transaction_retries(producer_config)))
+        self._producer_config = logged(
+            quick_transaction_retries({**producer_config, "error_cb": self._producer_error})
+        )
+        self._user_error_cb = config.get("error_cb")
+        self._fatal: Producer | None = None  # a producer librdkafka reported unusable (error_cb)
+        self._producer = Producer(self._producer_config)
         # topic -> partition count, or (count, partitions whose records need Python), for the
         # topics produce()'s C path may serve now (see _route)
         self._routes: dict[str, int | tuple[int, frozenset[int]]] = {}
@@ -169,6 +214,7 @@ class OrderedProducer:
         # topic: once a fence is applied no record can slip in with the old partition count.
         self._gate = threading.Lock()
         self._closed = False
+        self._closing = False
         # Records are queued only while the lease holds: until a session after the last report
         # that arrived was sent (less a margin). The operator may judge the producer gone once
         # a session passes without a report, and a record queued then could land after the
@@ -179,6 +225,14 @@ class OrderedProducer:
         self._lease_margin = session_timeout * 0.2
         self._report_now = threading.Event()
         self._stop = threading.Event()
+        # the producer's own transactions: produce() waits while one is committed or records of
+        # an aborted one are sent again (_held); one commit, abort or renewal at a time
+        self._held = False
+        self._renewal_due = False  # the producer was fenced (or failed): a new one is needed
+        self._started = False  # the first producer's transactions are initialised
+        self._held_why = ""  # why records wait (cannot initialise transactions: the error)
+        self._commit_lock = threading.Lock()
+        self._commit_now = threading.Event()
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
         self._scope: Transaction | None = None  # the open pre-registered transaction (KIP-609)
         self._availability_interval = availability_interval
@@ -191,9 +245,13 @@ class OrderedProducer:
                 "operator creates it when it starts with this Kafka as its default (ORDO_KAFKA_BOOTSTRAP, "
                 "the chart's kafka.bootstrapServers); check that it runs, and that epoch_topic matches it"
             )
-        fast = self._fast_path(self.produce)
-        if fast is not None:  # the method serves every other call
-            self.__dict__["produce"] = fast
+        if self._own is not None:
+            # its transactions start on the committer thread: produce() waits for them (up to
+            # block_timeout), so a producer built while the coordinator is unreachable still builds
+            self._held = self._renewal_due = True
+        self._fast = self._fast_path(self.produce)
+        if self._fast is not None:  # the method serves every other call
+            self.__dict__["produce"] = self._fast
         self._heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="ordo-producer-heartbeat", daemon=True
         )
@@ -203,6 +261,11 @@ class OrderedProducer:
                 target=self._availability_loop, name="ordo-producer-leaders", daemon=True
             )
             self._leaders.start()
+        if self._own is not None:
+            self._committer = threading.Thread(
+                target=self._commit_loop, name="ordo-producer-commit", daemon=True
+            )
+            self._committer.start()
 
     # -- producing ---------------------------------------------------------------------------
 
@@ -220,25 +283,51 @@ class OrderedProducer:
         ProduceBlockedError; nothing is sent). ``partition`` is honoured only by ``explicit``."""
         if key.__class__ is str:
             key = key.encode()
-        raw = self._producer
+        self._produce(topic, value, key, partition, on_delivery, timestamp, headers, False)  # type: ignore[arg-type]
+
+    def _produce(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | None,
+        partition: int | None,
+        on_delivery: DeliveryCallback | None,
+        timestamp: int,
+        headers: Any,
+        resending: bool,
+    ) -> bool:
+        """produce()'s Python path. ``resending``: a record of an aborted transaction of the
+        producer's own, sent again under its commit lock: it does not wait for the topic (False
+        when the topic takes no records now) and leaves the records to send again at once."""
         gate = self._gate
         lease = self._lease
+        own = self._own
         pinned = -1  # a partition chosen before a retry: a rotation must not advance twice
         scope = self._scope
+        if on_delivery is None:
+            on_delivery = self._default_delivery
         try:
             while True:
                 gate.acquire()  # explicit acquire/release: measurably cheaper than `with` on this path
+                raw = self._producer  # read each turn: a fenced producer is replaced
                 state = self._topics.get(topic)
-                if state is None or not state.writable or time.monotonic() >= lease.until:
+                if (
+                    state is None
+                    or not (state.writable or (resending and self._sendable(state)))
+                    or time.monotonic() >= lease.until
+                ):
                     gate.release()
+                    if resending:
+                        return False
                     self._wait_writable(topic)
                     continue
+                failed: Producer | None = None
                 try:
                     hashes = self._hashes
                     if hashes is not None and key is not None:
                         # the hot path, inlined: a cached murmur2 hash modulo the epoch's count
-                        h = hashes.get(key)  # type: ignore[arg-type]
-                        chosen = h % state.partitions if h is not None else self._hash_partition(key, state)  # type: ignore[arg-type]
+                        h = hashes.get(key)
+                        chosen = h % state.partitions if h is not None else self._hash_partition(key, state)
                     elif state.rotation is not None and partition is None:
                         if 0 <= pinned < state.partitions:
                             chosen = pinned
@@ -248,7 +337,7 @@ class OrderedProducer:
                                 None, state.partitions, None, only, state.unavailable
                             )
                     else:
-                        chosen = self._partitioner.partition(key, state.partitions, partition)  # type: ignore[arg-type]
+                        chosen = self._partitioner.partition(key, state.partitions, partition)
                     if scope is not None:
                         why = scope.aborted or scope.declaration.outside(topic, chosen)
                         if why is not None:
@@ -256,10 +345,13 @@ class OrderedProducer:
                     sent_headers = headers
                     if state.unstamped and chosen in state.unstamped:
                         sent_headers = _with_stamp(headers, state.stamp)  # kept apart: a retry stamps once
-                    if on_delivery is None and sent_headers is None and not timestamp:
+                    delivery = on_delivery if own is None or on_delivery is None else own.hold(on_delivery)
+                    if delivery is None and sent_headers is None and not timestamp:
                         try:
                             raw.produce(topic, value, key, chosen)
-                            return
+                            if own is not None:
+                                self._journaled(own, (topic, value, key, partition, None, 0, None), resending)
+                            return True
                         except BufferError:
                             raw.poll(0.05)  # local queue full: serve delivery callbacks, then retry below
                     raw.produce(
@@ -267,24 +359,49 @@ class OrderedProducer:
                         value,
                         key,
                         chosen,
-                        on_delivery=on_delivery,
+                        on_delivery=delivery,
                         timestamp=timestamp,
                         headers=sent_headers,
                     )
+                    if own is not None:
+                        entry = (topic, value, key, partition, on_delivery, timestamp, headers)
+                        self._journaled(own, entry, resending)
                     if chosen in state.unstamped:  # used up only once sent: a failed record keeps it
                         state.unstamped.discard(chosen)
                         self._route(topic, state)
-                    return
+                    return True
                 except KafkaException as error:
-                    if error.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    kafka_error = error.args[0]
+                    if own is not None and after_failure(kafka_error) == Remedy.RENEW:
+                        failed = raw  # fenced (or failed for good): renewed below, then sent again
+                    elif kafka_error.code() != KafkaError._UNKNOWN_PARTITION:
                         raise
-                    pinned = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
+                    else:
+                        pinned = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
                 finally:
                     gate.release()
+                if failed is not None:
+                    self._must_renew(failed)
+                    if resending:
+                        return False
+                    continue
                 self._await_partition(topic, pinned)
         except _OutsideScope as outside:
             assert scope is not None
             self._scope_violated(scope, str(outside), UndeclaredPartitionError)
+        return False  # pragma: no cover - _scope_violated raises
+
+    @staticmethod
+    def _journaled(own: Journal, entry: tuple[Any, ...], resending: bool) -> None:
+        """A record handed over joins the open transaction's journal (with the gate held); one
+        sent again leaves the records to send again in the same step."""
+        own.entries.append(entry)
+        if resending:
+            own.resend.popleft()
+
+    def _sendable(self, state: _TopicState) -> bool:
+        """Whether a record sent again may go now: as ``writable`` but for the producer's own hold."""
+        return writable(state.fence, self._liveness, self._closed)
 
     def _await_partition(self, topic: str, partition: int) -> None:
         """Refresh metadata until librdkafka knows ``partition`` (created just before the epoch)."""
@@ -362,25 +479,51 @@ class OrderedProducer:
         return int(self._producer.poll(timeout))
 
     def flush(self, timeout: float = 30.0) -> int:
-        return int(self._producer.flush(timeout))
+        """Wait until every record is delivered (with ordo's own transactions: committed, after
+        any fence it waits for); the number of records still not delivered."""
+        own = self._own
+        if own is None:
+            return int(self._producer.flush(timeout))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            self._commit_turn(max(left, 0.1))
+            if not len(own) or left <= 0:
+                return len(own)
+            with self._lock:  # records to send again wait for a fence's end: news wakes us
+                self._lock.wait(min(left, 0.05))
 
     def __len__(self) -> int:
-        return len(self._producer)
+        """Records not delivered yet (with ordo's own transactions: not committed yet)."""
+        return len(self._own) if self._own is not None else len(self._producer)
 
     # transactions pass straight through: a fence never waits on an open transaction
     def init_transactions(self, timeout: float = 30.0) -> None:
+        self._refuse_own("init_transactions")
         self._producer.init_transactions(timeout)
 
     def begin_transaction(self) -> None:
+        self._refuse_own("begin_transaction")
         self._producer.begin_transaction()
 
     def commit_transaction(self, timeout: float = 30.0) -> None:
+        self._refuse_own("commit_transaction")
         self._producer.commit_transaction(timeout)
 
     def abort_transaction(self, timeout: float = 30.0) -> None:
+        self._refuse_own("abort_transaction")
         self._producer.abort_transaction(timeout)
 
+    def _refuse_own(self, call: str) -> None:
+        if self._own is not None:
+            raise ConfigError(
+                f"{call}: this producer commits transactions of its own (fencing='broker' and no "
+                "transactional.id in its config); give the config a transactional.id to run "
+                "transactions yourself (the operator may fence it as well)"
+            )
+
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float = 30.0) -> None:
+        self._refuse_own("send_offsets_to_transaction")
         scope = self._scope
         if scope is not None:
             outside = scope.aborted or scope.declaration.group_outside(group_id_of(group_metadata))
@@ -402,6 +545,7 @@ class OrderedProducer:
         record or offsets outside them raise TransactionScopeError at once, nothing of them is
         sent, and the transaction is aborted. Round-robin records rotate over the declared
         partitions. Needs a transactional.id and init_transactions() first."""
+        self._refuse_own("transaction")
         try:
             declaration = Declaration.of(partitions, group_id)
         except ValueError as error:
@@ -454,21 +598,33 @@ class OrderedProducer:
 
     @property
     def raw(self) -> Producer:
-        """The wrapped confluent-kafka Producer (for what this class does not wrap)."""
+        """The wrapped confluent-kafka Producer (for what this class does not wrap; with ordo's
+        own transactions a fenced one is replaced by a new one)."""
         return self._producer
 
     def close(self, timeout: float = 30.0) -> None:
-        """Flush, report the producer closed (so fences do not wait for it) and stop."""
+        """Flush (commit), report the producer closed (so fences do not wait for it) and stop.
+        With ordo's own transactions, records that cannot be committed within ``timeout`` are
+        reported failed to their delivery callbacks and logged; nothing of them is written."""
         with self._lock:
-            if self._closed:
+            if self._closed or self._closing:
                 return
+            self._closing = True
+        if getattr(self, "_committer", None) is not None:
+            self.flush(timeout)  # before closing: records of an aborted transaction go again
+        with self._lock:
             with self._gate:
                 self._closed = True
                 self._refresh_writable()
             self._lock.notify_all()
         self._stop.set()
         self._report_now.set()  # wakes the heartbeat thread, so close() does not wait out its interval
-        self._producer.flush(timeout)
+        self._commit_now.set()
+        if getattr(self, "_committer", None) is not None:
+            self._committer.join(timeout=max(timeout, 1.0))
+            self._finish_own(timeout)
+        else:
+            self._producer.flush(timeout)
         if getattr(self, "_heartbeat", None) is not None:
             self._heartbeat.join(timeout=5)
             self._send_report(closed=True, timeout=5)
@@ -490,6 +646,7 @@ class OrderedProducer:
     def _wait_writable(self, topic: str) -> _TopicState:
         started = time.monotonic()
         deadline = started + self.block_timeout
+        stalled = False  # by a fence or a lapse (a commit of the producer's own is no stall)
         with self._lock:
             if topic not in self._topics:
                 self._register_topic(topic)
@@ -498,22 +655,24 @@ class OrderedProducer:
                     raise ProducerClosedError("the producer is closed; create a new one")
                 state = self._topics[topic]
                 lapsed = not self._liveness.holds(time.monotonic())
-                if not state.fence.blocked and not lapsed:
+                if not state.fence.blocked and not lapsed and not self._held:
                     break
+                stalled = stalled or state.fence.blocked or lapsed
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    why = (
-                        "has lost its liveness session"
-                        if lapsed
-                        else f"is fenced for epoch {state.fence.epoch} of {topic!r}"
-                    )
+                    if lapsed:
+                        why = "has lost its liveness session"
+                    elif state.fence.blocked:
+                        why = f"is fenced for epoch {state.fence.epoch} of {topic!r}"
+                    else:
+                        why = self._held_why or "cannot commit its transaction (or send its records again)"
                     raise ProduceBlockedError(
                         f"producer {self.producer_id} {why} for over {self.block_timeout:g}s; "
                         "nothing was sent"
                     )
                 self._lock.wait(min(left, 0.5))
         held = time.monotonic() - started
-        if held > 0.001:
+        if stalled and held > 0.001:
             self.stalls.append((topic, held))
             metrics.produce_blocked(topic, held)
         return state
@@ -584,15 +743,17 @@ class OrderedProducer:
     def _refresh_writable(self) -> None:
         """Recompute every topic's fast-path flag and route; call with ``_gate`` held."""
         for topic, state in self._topics.items():
-            state.writable = writable(state.fence, self._liveness, self._closed)
+            state.writable = writable(state.fence, self._liveness, self._closed, self._held)
             self._route(topic, state)
 
-    def _fast_path(self, slow: Callable[..., None]) -> Callable[..., None] | None:
+    def _fast_path(self, slow: Callable[..., None]) -> FastProduce | None:
         """produce()'s common case in one C call (ordo/_fastproduce.c), every other call handed to
-        ``slow``; None without the C module or with another partitioner than murmur2."""
-        if _FastProduce is None or self._hashes is None:
+        ``slow``; None without the C module, with another partitioner than murmur2, or with a
+        delivery callback in the config that ordo's own transactions must hold per record."""
+        if _FastProduce is None or self._hashes is None or self._default_delivery is not None:
             return None
-        return _FastProduce(self._routes, self._lease, self._producer.produce, slow)  # type: ignore[arg-type]
+        journal = self._own.entries if self._own is not None else None
+        return _FastProduce(self._routes, self._lease, self._producer.produce, slow, journal)  # type: ignore[arg-type]
 
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
@@ -616,16 +777,220 @@ class OrderedProducer:
             python = python.union(frozenset(range(state.partitions)).difference(declared))
         self._routes[topic] = (state.partitions, python) if python else state.partitions
 
+    # -- ordo's own transactions (fencing="broker", ordo.own_transactions) --------------------
+
+    def _producer_error(self, error: KafkaError) -> None:
+        """The producer's error_cb: a fatal error (fenced) renews it at the committer's next turn."""
+        if self._own is not None and error.fatal():
+            self._fatal = self._producer
+            self._commit_now.set()
+        if self._user_error_cb is not None:
+            self._user_error_cb(error)
+
+    def _commit_loop(self) -> None:
+        while not self._stop.is_set():
+            self._commit_now.wait(self.commit_interval)
+            self._commit_now.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self._commit_turn(self.block_timeout)
+            except Exception:  # the next turn tries again; say why meanwhile
+                _log.exception("producer %s: committing its transaction failed", self.producer_id)
+
+    def _settle(self, timeout: float) -> bool:
+        """Whether everything queued before now is written (committed, with ordo's own
+        transactions): what acknowledging a fence promises. Records of an aborted transaction
+        still to send again do not count: they go by the count the fence leads to."""
+        if self._own is None:
+            return int(self._producer.flush(timeout)) == 0
+        return self._commit_turn(timeout)
+
+    def _commit_turn(self, timeout: float) -> bool:
+        """Renew a fenced producer, send again what an abort left, commit the open transaction;
+        True when it holds nothing uncommitted now. The held delivery callbacks of what was
+        committed run here, once the commit lock is released."""
+        own = self._own
+        assert own is not None
+        with self._commit_lock:
+            reports = self._commit_locked(timeout)
+        for callback, error, message in reports:
+            try:
+                callback(error, message)
+            except Exception:  # one callback's failure must not cost the others
+                _log.exception("producer %s: a delivery callback raised", self.producer_id)
+        return not own.entries
+
+    def _commit_locked(self, timeout: float) -> list[Report]:
+        own = self._own
+        assert own is not None
+        self._producer.poll(0)  # its log lines and errors (error_cb), which no commit may serve
+        fatal, self._fatal = self._fatal, None
+        if fatal is not None:
+            self._must_renew(fatal)
+        if self._renewal_due and not self._renew_producer():
+            return []
+        if own.resend:
+            self._send_again()
+        if not own.entries:
+            if not own.resend:
+                self._set_held(False)
+            return []
+        self._set_held(True)  # produce() waits: librdkafka refuses records while it commits
+        producer = self._producer
+        try:
+            producer.commit_transaction(timeout)
+        except KafkaException as error:
+            self._commit_failed(producer, error.args[0], timeout)
+            return []
+        with self._gate:
+            reports = own.committed()
+        producer.begin_transaction()
+        if not own.resend:
+            self._set_held(False)
+        return reports
+
+    def _commit_failed(self, producer: Producer, error: KafkaError, timeout: float) -> None:
+        remedy = after_failure(error)
+        _log.warning("producer %s: commit failed (%s): %s", self.producer_id, error.str(), remedy.value)
+        if remedy == Remedy.RETRY:
+            return  # the transaction is intact: the next turn commits it again
+        if remedy == Remedy.RESEND:
+            try:
+                producer.abort_transaction(timeout)
+            except KafkaException as abort_error:
+                if after_failure(abort_error.args[0]) == Remedy.RENEW:
+                    self._must_renew(producer)
+                return  # otherwise the next turn's commit fails again and aborts again
+            with self._lock, self._gate:
+                self._aborted()
+            producer.begin_transaction()
+            self._commit_now.set()
+            return
+        self._must_renew(producer)
+
+    def _aborted(self) -> None:
+        """The open transaction is gone: its records go again (first records of each partition
+        stamped again: the stamped ones were aborted); call with ``_lock`` and ``_gate`` held."""
+        assert self._own is not None
+        self._own.aborted()
+        for state in self._topics.values():
+            state.unstamped = set(range(state.partitions))
+        self._held = True
+        self._refresh_writable()
+
+    def _must_renew(self, failed: Producer) -> None:
+        """``failed`` (the producer of now, else nothing is done) was fenced or failed for good:
+        its transaction is lost, its records go again once a new producer is open."""
+        with self._lock:
+            with self._gate:
+                if failed is not self._producer or self._renewal_due:
+                    return
+                self._renewal_due = True
+                self._aborted()
+            self._lock.notify_all()
+        self._commit_now.set()
+
+    def _renew_producer(self) -> bool:
+        """Start the first producer's transactions, or open a new producer for the same
+        transactional.id (its init_transactions fences the old one for good and aborts what it
+        left open) after the epoch log is read to its end: whoever fenced this producer wrote a
+        fence there first, so nothing goes again by a count it replaced. False when Kafka cannot
+        be reached now (the next turn tries again; produce() says why once it gives up)."""
+        if self._started and not self._catch_up_epochs():
+            _log.warning("producer %s: fenced; cannot read the epoch log yet", self.producer_id)
+            return False
+        producer = self._producer if not self._started else Producer(self._producer_config)
+        try:
+            producer.init_transactions(self.session_timeout)
+            producer.begin_transaction()
+        except KafkaException as error:
+            self._held_why = (
+                f"cannot start transactions as {self.transactional_id!r} ({error.args[0].str()}): it "
+                "needs Write and Describe on transactional ids prefixed 'ordo-producer.' "
+                "(docs/security.md), or fencing='lease'"
+            )
+            _log.warning("producer %s: %s; retrying", self.producer_id, self._held_why)
+            return False
+        self._held_why = ""
+        if not self._started:
+            self._started, self._renewal_due = True, False
+            return True
+        old = self._producer
+        with self._gate:
+            self._producer = producer
+            if self._fast is not None:
+                self._fast.raw = producer.produce
+            self._renewal_due = False
+        with contextlib.suppress(KafkaException, RuntimeError):
+            old.purge()  # what it still queued was aborted with its transaction
+        metrics.producer_renewed(self.producer_id)
+        _log.warning(
+            "producer %s: fenced through the broker (its transaction aborted); reopened, sending "
+            "%d record(s) again",
+            self.producer_id,
+            len(self._own or ()),
+        )
+        return True
+
+    def _send_again(self) -> None:
+        """Hand the records of aborted transactions over again, oldest first, each by the count of
+        now; stops at one whose topic takes no records now (a fence: it goes once that ends)."""
+        own = self._own
+        assert own is not None
+        while own.resend:
+            entry = own.resend[0]
+            topic, value, key, partition, on_delivery, timestamp, headers = (
+                entry if len(entry) == 7 else (*entry, None, None, 0, None)
+            )
+            if not self._produce(topic, value, key, partition, on_delivery, timestamp, headers, True):
+                return
+
+    def _set_held(self, held: bool) -> None:
+        """Hold produce() (a commit, records to send again) or let it go."""
+        with self._lock:
+            with self._gate:
+                if self._held == held:
+                    return
+                self._held = held
+                self._refresh_writable()
+            self._lock.notify_all()
+
+    def _finish_own(self, timeout: float) -> None:
+        """At close: commit what is open; what cannot be written is reported failed, not dropped."""
+        own = self._own
+        assert own is not None
+        self._commit_turn(timeout)
+        if not len(own):
+            return
+        with self._gate:
+            lost = own.give_up()
+        error = KafkaError(
+            KafkaError._PURGE_QUEUE, "the producer closed before this record's transaction committed"
+        )
+        silent = fail_all(lost, error)
+        _log.error(
+            "producer %s: closed with %d record(s) not written (%d without a delivery callback): "
+            "their transaction could not commit within %gs",
+            self.producer_id,
+            len(lost),
+            silent,
+            timeout,
+        )
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(min(timeout, 5.0))
+
     # -- registry ----------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
         interval = self.session_timeout / 3
         while not self._stop.is_set():
             fenced = self._pending_fences()
-            if fenced and self._producer.flush(self.session_timeout) > 0:
+            if fenced and not self._settle(self.session_timeout):
                 # Records sent before the fence are not all written yet: acknowledging now would
                 # let the thresholds be read before them. Report liveness only; the next turn
-                # flushes again (a fence that times out is aborted by the operator).
+                # tries again (a fence that times out is aborted by the operator, or the
+                # operator fences this producer through the broker).
                 _log.warning(
                     "producer %s: records still queued at a fence; not acknowledging yet", self.producer_id
                 )
@@ -664,10 +1029,17 @@ class OrderedProducer:
         read within a session."""
         with self._lock, self._gate:
             self._set_lease(self._liveness.stop())
-        if not self._log.catch_up(self.session_timeout):
+        if not self._catch_up_epochs():
             _log.error(
                 "producer %s: cannot read the epoch log after a lapse; still stopped", self.producer_id
             )
+            return False
+        return True
+
+    def _catch_up_epochs(self) -> bool:
+        """Read the epoch log to its end and apply every topic's history (a fence found is
+        acknowledged by the heartbeat at once); False when it cannot be read within a session."""
+        if not self._log.catch_up(self.session_timeout):
             return False
         fence = False
         with self._lock:
@@ -698,6 +1070,7 @@ class OrderedProducer:
             fenced=fenced,
             session_timeout_ms=int(self.session_timeout * 1000),
             delivery_timeout_ms=self.delivery_timeout,
+            transactional_id=self.transactional_id,
             reported_at_ms=int(time.time() * 1000),
             closed=closed,
         )

@@ -20,7 +20,7 @@ from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
 from ordo_testbed.kafka import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import consume
+from ordo_testbed.kafka.testing import consume, records_per_partition
 from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -85,15 +85,7 @@ def setup(kafka: KafkaHandle) -> Iterator[Setup]:
 
 
 def _partitions_written(kafka: KafkaHandle, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer(kafka.config(group_id="probe"))
-    try:
-        ends = {}
-        for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = high - low
-        return ends
-    finally:
-        consumer.close()
+    return records_per_partition(kafka.bootstrap, topic, partitions)
 
 
 def test_partitions_come_from_the_epoch_not_from_metadata(setup: Setup) -> None:

@@ -162,9 +162,10 @@ def test_an_ordered_producer_and_its_registry_reporter_log_through_python_loggin
         log = _CaughtUp(UNREACHABLE, "epochs")
         config = {**UNREACHABLE, "client.id": "tested", "message.timeout.ms": 500}
         producer = OrderedProducer(config, session_timeout=0.3, epoch_log=log)
-        # the heartbeat flushes the reporter every 0.1 s: its lines arrive while it runs
-        wait_for(lambda: _clients(caplog, "tested"), 10, "the reporter's lines in logging")
-        producer.close(1)  # flushes the producer itself: its lines arrive
+        # the heartbeat flushes the reporter every 0.1 s, the committer thread polls the producer
+        # itself while it starts its transactions: both clients' lines arrive while they run
+        wait_for(lambda: len(_clients(caplog, "tested")) == 2, 10, "both clients' lines in logging")
+        producer.close(1)
         log.close()
 
     _quiet_on_stderr(use, capfd, caplog)

@@ -68,6 +68,14 @@ class ProducerReport(BaseModel):
         description="Its librdkafka message.timeout.ms: a record it queued is written or failed "
         "within this long of being queued.",
     )
+    transactional_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="The transactional.id its records are written under (fencing=broker): the "
+        "operator fences a producer that does not acknowledge a fence with InitProducerId of this "
+        "id, and the broker refuses its writes from then on. None: it cannot be fenced so (lease).",
+    )
 
     def live(self, heard_at: float, now: float) -> bool:
         """Live if not closed and received within its session, both times on the reader's

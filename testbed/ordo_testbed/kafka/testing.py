@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from ordo_testbed.waiting import wait_for
 
-__all__ = ["consume", "end_offsets", "values", "wait_for"]
+__all__ = ["consume", "end_offsets", "records_per_partition", "values", "wait_for"]
 
 
 def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | None = None,
@@ -57,6 +57,49 @@ def end_offsets(
         return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in wanted}
     finally:
         probe.close()
+
+
+def records_per_partition(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 20.0
+) -> dict[int, int]:
+    """How many committed records each of partitions 0..n-1 of ``topic`` holds, read to their
+    last stable offset (read_committed): offsets count transaction markers and aborted records
+    too, which an OrderedProducer's own transactions leave in every partition they write."""
+    ends = end_offsets(bootstrap, topic, partitions, isolation="read_committed")
+    counts = dict.fromkeys(range(partitions), 0)
+    wanted = {p for p, end in ends.items() if end > 0}
+    if not wanted:
+        return counts
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ordo-records-per-partition",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        reader.assign([TopicPartition(topic, p, 0) for p in wanted])
+        deadline = time.monotonic() + timeout
+        while wanted:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"partitions {sorted(wanted)} of {topic} not read to their end")
+            message = reader.poll(0.2)
+            if message is None:
+                continue
+            error, partition = message.error(), message.partition()
+            assert partition is not None
+            if error is None:
+                counts[partition] += 1
+            elif error.code() != KafkaError._PARTITION_EOF:
+                raise AssertionError(f"consumer error: {error}")
+            offset = message.offset()
+            if partition in wanted and offset is not None and offset + 1 >= ends[partition]:
+                wanted.discard(partition)  # (an EOF's offset is the end itself)
+        return counts
+    finally:
+        reader.close()
 
 
 def records_in(bootstrap: str, topic: str, partitions: int) -> int:
