@@ -1,7 +1,9 @@
 """GatedConsumer vs the raw confluent-kafka Consumer with no gate closed, side by side in
 rounds of alternating blocks, straight to the broker (no fault proxy: the raw client's ceiling is
 Kafka's): records/s over CONSUMED records and the process's CPU microseconds per record. The topic is an
-expanded one (2 -> 4, gates already open), so every record goes through the gate's checks."""
+expanded one (2 -> 4, gates already open), so every record goes through the gate's checks, and the
+keyed records of its old partitions 0 and 1 (half of them) through the misplaced-record check: each
+key is placed by murmur2 with the epoch's 4 partitions, as ordo's producers place it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from ordo.client_config import FETCH_QUEUE_BACKOFF_MS
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
+from ordo.partitioners import murmur2_partition
 
 from ._result import Result, alternate, per_record
 from ._testbed import kafka_bootstrap
@@ -59,9 +62,10 @@ def _fill(bootstrap: str) -> None:
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000}
     )
     for i in range(CONSUMED):
+        key = str(i).encode()
         while True:
             try:
-                producer.produce("gated", b"x" * 100, key=str(i).encode(), partition=i % 4)
+                producer.produce("gated", b"x" * 100, key=key, partition=murmur2_partition(key, 4))
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -63,6 +63,7 @@ _WHERE = {
             "CheckpointError",
             "DeliveryError",
             "OffsetStoreError",
+            "MisplacedRecordError",
         ),
         "ordo.errors",
     ),
@@ -77,6 +78,7 @@ __all__ = [
     "DeliveryError",
     "GatedConsumer",
     "GroupProducer",
+    "MisplacedRecordError",
     "Murmur2Partitioner",
     "NotOwnedError",
     "OffsetStoreError",
@@ -104,6 +106,7 @@ if TYPE_CHECKING:  # what the names above are, for type checkers (loaded lazily 
     from .errors import ConfigError as ConfigError
     from .errors import ConsumerClosedError as ConsumerClosedError
     from .errors import DeliveryError as DeliveryError
+    from .errors import MisplacedRecordError as MisplacedRecordError
     from .errors import NotOwnedError as NotOwnedError
     from .errors import OffsetStoreError as OffsetStoreError
     from .errors import OrdoError as OrdoError

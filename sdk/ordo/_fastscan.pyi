@@ -1,9 +1,16 @@
 """Types of the C extension built from _fastscan.c (optional: absent without a compiler)."""
 
+from collections.abc import Mapping, Sequence
+
 from confluent_kafka import Message
 
 FIELDS_END: int
 """Where the fields this module reads of confluent-kafka's Message struct end, in bytes."""
 
-def scan(messages: list[Message], /) -> tuple[bool, bool, dict[int, Message]]:
-    """(any error event, any record that may have headers, {partition: its last record})."""
+def scan(
+    messages: list[Message],
+    rules: Mapping[int, Sequence[tuple[int, int, int, tuple[int, ...], int]]] | None = None,
+    /,
+) -> tuple[bool, bool, dict[int, Message], list[int]]:
+    """(any error event, any record that may have headers, {partition: its last record}, [index
+    of each misplaced record, given ``rules``: partition -> its checked offset ranges])."""

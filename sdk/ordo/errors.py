@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "CheckpointError",
     "ConfigError",
     "ConsumerClosedError",
     "DeliveryError",
+    "MisplacedRecordError",
     "NotOwnedError",
     "OffsetStoreError",
     "OrdoError",
@@ -73,3 +77,17 @@ class UndeclaredPartitionError(TransactionScopeError):
 
 class UndeclaredGroupError(TransactionScopeError):
     """KIP-609 INVALID_GROUP_ID: offsets of a consumer group the transaction did not declare."""
+
+
+class MisplacedRecordError(OrdoError):
+    """Records a gated reader did not deliver: keyed records placed by an old partition count
+    after their partition's threshold (a producer that missed an expansion, or one whose keyed
+    records are not placed by murmur2), whose keys' order no reader can keep. ``records``: the
+    confluent_kafka Messages. The consumer's next call goes on after them, and they count as
+    processed then; a consumer that stops here reads them again. To hand such records to a
+    callback (a dead-letter topic) or deliver them, pass ``on_misplaced`` (docs/async_consumer.md,
+    README "Guarantees and limits")."""
+
+    def __init__(self, message: str, records: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.records = list(records)

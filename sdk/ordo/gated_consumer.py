@@ -6,6 +6,12 @@ is consumed by the group up to where that epoch began (its threshold). Until the
 is paused and the records fetched for it are kept, while other partitions flow; a thread of its
 own fetches the group's committed offsets of the partitions it waits for, and ``consume()``
 resumes the partition when the latest of them opens the gate (``ordo.epochs.consumer_gate``).
+
+A record a producer placed by an old partition count after its partition's threshold (misplaced,
+``ordo.epochs.placement``) is never delivered as if in order: by default ``consume()`` delivers
+what came before it, the next call raises MisplacedRecordError carrying it, and the call after
+that goes on after it (``on_misplaced`` hands such records to a callable instead, or delivers
+them).
 """
 
 from __future__ import annotations
@@ -21,9 +27,17 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from ._clients import assign_known, fast_refill, logged
 from .control_topics import DEFAULT_EPOCH_TOPIC
 from .epochs import Gate
-from .epochs.consumer_gate import UNKNOWN_PARTITION_GRACE, ConsumerGate, see_new_partitions, spans
+from .epochs.consumer_gate import (
+    UNKNOWN_PARTITION_GRACE,
+    ConsumerGate,
+    OnMisplaced,
+    misplaced_message,
+    misplaced_policy,
+    see_new_partitions,
+    spans,
+)
 from .epochs.log import EpochLog
-from .errors import ConfigError, OffsetStoreError
+from .errors import ConfigError, MisplacedRecordError, OffsetStoreError
 from .kafka_group_protocol import group_protocol
 from .topic_partition import TP
 
@@ -41,6 +55,17 @@ class GatedConsumer:
     ``assignment`` assigns partitions by hand instead of subscribing (the group's committed
     offsets still open gates).
 
+    ``on_misplaced``: what to do with a misplaced record (a keyed record a producer placed by an
+    old partition count after its partition's threshold, whose key's order no reader can keep).
+    ``"raise"`` (the default): ``consume()`` hands out what came before it, the next call raises
+    MisplacedRecordError carrying it (with any misplaced records right after it), and the call
+    after that goes on after them; they count as processed then, like records handed out. A
+    callable is given each call's misplaced records (a list, before the call returns the others)
+    instead of delivering them; if it raises, the call raises that and nothing of the call is
+    handed out (it is offered again). ``"deliver"`` delivers them, for topics whose keyed
+    records are not placed by murmur2 (round-robin or explicit producers). Whatever the policy,
+    each is said in a WARNING log line and counted in ``ordo_gate_misplaced_records_total``.
+
     It stands in for a ``confluent_kafka.Consumer``: ``assignment``, ``position``, ``committed``,
     ``store_offsets``, ``seek``, ``pause``/``resume``, ``consumer_group_metadata`` and ``commit``
     take the same arguments, each with the gate's meaning where it has one (see each)."""
@@ -57,7 +82,10 @@ class GatedConsumer:
         on_assign: Callable[[Consumer, list[TopicPartition]], None] | None = None,
         on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None,
         assignment: Iterable[TopicPartition] | None = None,
+        on_misplaced: OnMisplaced = "raise",
     ) -> None:
+        policy = misplaced_policy(on_misplaced, "GatedConsumer")
+        self._on_misplaced = on_misplaced
         if "group.id" not in config:
             raise ConfigError("GatedConsumer needs a group.id: gates read the group's committed offsets")
         self.topics = list(topics)
@@ -98,6 +126,7 @@ class GatedConsumer:
                 min_backoff=min_backoff,
                 max_backoff=max_backoff,
                 unknown_grace=UNKNOWN_PARTITION_GRACE,
+                misplaced=policy,
             )
         except ConfigError:
             self._consumer.close()
@@ -125,7 +154,8 @@ class GatedConsumer:
                 return batch[0] if batch else None
 
     def consume(self, num_messages: int = 1, timeout: float = 1.0) -> list[Message]:
-        """Up to ``num_messages`` admissible records."""
+        """Up to ``num_messages`` admissible records. Raises MisplacedRecordError for misplaced
+        records (``on_misplaced``, above)."""
         gate = self._gate
         if gate.grown.is_set():
             see_new_partitions(self._consumer, self.topics, gate.grown)
@@ -154,11 +184,56 @@ class GatedConsumer:
             if self._trace and fetched:
                 _log.debug("fetched %s", spans(fetched))
             admitted += gate.admit(fetched, handed)
+        raised: list[Message] = []
+        if gate.holds_misplaced:
+            admitted, raised, handed = self._sort_out_misplaced(admitted, handed)
         for tp, offset in handed.items():
             self._handed[tp] = max(self._handed.get(tp, 0), offset + 1)
         if self._auto_store:
             self._pending_store = handed
+        if raised:
+            found = gate.misplacements(raised)
+            gate.settle_misplaced(raised)
+            raise MisplacedRecordError(misplaced_message(found, "consume()"), raised)
         return admitted
+
+    def _sort_out_misplaced(
+        self, admitted: list[Message], handed: dict[TP, int]
+    ) -> tuple[list[Message], list[Message], dict[TP, int]]:
+        """Apply ``on_misplaced`` to the misplaced records among ``admitted``: (what this call
+        returns, what it raises, the last offset handed out per partition, those included).
+        What is not handed out now goes back to the front of ``_ready``, in order."""
+        gate = self._gate
+        flags = [gate.is_misplaced(m) for m in admitted]
+        if not any(flags):
+            return admitted, [], handed
+        raised: list[Message] = []
+        if callable(self._on_misplaced):
+            found = [m for m, flag in zip(admitted, flags, strict=True) if flag]
+            try:
+                self._on_misplaced(found)
+            except BaseException:
+                self._ready.extendleft(reversed(admitted))  # offered again, with what they came with
+                raise
+            gate.settle_misplaced(found)
+            out = [m for m, flag in zip(admitted, flags, strict=True) if not flag]
+            gone = admitted
+        else:  # raise: what came before them now, them in the next call
+            first = flags.index(True)
+            end = first
+            if first == 0:
+                while end < len(flags) and flags[end]:
+                    end += 1
+                raised = admitted[:end]
+            out = admitted[:first]
+            self._ready.extendleft(reversed(admitted[end:]))
+            gone = out + raised
+        handed = {}
+        for message in gone:
+            if message.error() is None:
+                where, offset = _position(message)
+                handed[where] = offset
+        return out, raised, handed
 
     def commit(
         self,

@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 from ordo._batch_scan import scan, scan_python
 from ordo.epochs import EpochHistory, Gate, stamp
 from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.epochs.placement import topic_checks
 from ordo.gated_consumer import GatedConsumer
 from ordo.kafka_group_protocol import with_classic_defaults
 from ordo_testbed.gate_topics import grown_past_transaction_markers, grown_with_a_gated_partition
@@ -252,27 +253,34 @@ def test_a_subscribed_member_is_given_the_new_partitions_when_the_epoch_is_publi
 def test_the_c_look_at_a_consumed_batch_answers_as_the_python_twin(kafka: KafkaHandle) -> None:
     """Consumed records keep their headers in librdkafka until headers() is called (a field a
     built Message never sets): the C pass sees them there. Batches mix partitions, records with
-    and without headers, and partition-end events."""
+    and without headers, and partition-end events; keyed records placed by hand in a topic whose
+    history says 2 -> 3, some of them misplaced, so offsets and keys are read from consumed
+    records too."""
     if scan is scan_python:
         pytest.skip("ordo._fastscan was not built, or confluent-kafka's Message changed layout")
     topic = kafka.create_topic(3)
     producer = Producer(kafka.config(linger_ms=5))
     for i in range(600):
         headers: list[tuple[str, str | bytes | None]] | None = [("ordo-epoch", b"1")] if i % 50 == 0 else None
-        producer.produce(topic, f"r{i}".encode(), partition=i % 3, headers=headers)
+        key = f"k{i}".encode() if i % 7 else None
+        producer.produce(topic, f"r{i}".encode(), key=key, partition=i % 3, headers=headers)
     assert producer.flush(30) == 0
+    rules = topic_checks(EpochHistory.initial(topic, 2).begin_fence(3).publish({0: 50, 1: 120}).active_epochs)
     consumer = Consumer(kafka.config(group_id=kafka.topic("g"), enable_partition_eof=True))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-    seen = {"records": 0, "headers": 0}
+    seen = {"records": 0, "headers": 0, "misplaced": 0}
     deadline = time.monotonic() + 30
     while seen["records"] < 600 and time.monotonic() < deadline:
         batch = consumer.consume(97, 0.5)  # batches that cut across partitions' runs
-        found = scan(batch)  # first: the Python twin's headers() moves librdkafka's headers to Python
-        expected = scan_python(batch)
+        found = scan(batch, rules)  # first: the Python twin's headers() moves librdkafka's headers
+        expected = scan_python(batch, rules)
         assert found[:2] == expected[:2]
         assert {p: id(m) for p, m in found[2].items()} == {p: id(m) for p, m in expected[2].items()}
+        assert found[3] == expected[3]
         seen["records"] += sum(1 for m in batch if m.error() is None)
         seen["headers"] += found[1]
+        seen["misplaced"] += len(found[3])
     consumer.close()
     assert seen["records"] == 600
     assert seen["headers"] > 0  # batches with headers were compared, not only plain ones
+    assert seen["misplaced"] > 0  # and batches with misplaced records

@@ -1,7 +1,8 @@
 """The GatedConsumer's look at a fetched batch (ordo/_batch_scan.py): the C pass of _fastscan.c
 answers as its Python twin does, and the SDK uses the C pass only when its mirror of
-confluent-kafka's Message reads built Messages back right. Consumed batches:
-tests/integration/test_gated_consumer.py."""
+confluent-kafka's Message reads built Messages back right (partitions, offsets, keys, errors,
+headers). Consumed batches: tests/integration/test_gated_consumer.py; the misplaced-record check
+against its rule: tests/unit/test_placement.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from ordo import _batch_scan
-from ordo._batch_scan import scan_python
+from ordo._batch_scan import Rules, scan_python
 from ordo._fastscan import FIELDS_END, scan  # built by `pip install -e .` (setup.py); CI has a compiler
 
 
@@ -37,12 +38,13 @@ def test_the_c_pass_answers_as_the_python_twin(pattern: str) -> None:
     found, expected = scan(batch), scan_python(batch)
     assert found[:2] == expected[:2]
     assert _ids(found[2]) == _ids(expected[2])
+    assert found[3] == expected[3] == []
 
 
 def test_each_partition_maps_to_its_last_record_across_runs() -> None:
     batch = _batch("0011001")
-    error, headers, lasts = scan(batch)
-    assert (error, headers) == (False, False)
+    error, headers, lasts, misplaced = scan(batch)
+    assert (error, headers, misplaced) == (False, False, [])
     assert {p: m.offset() for p, m in lasts.items()} == {0: 5, 1: 6}
 
 
@@ -59,9 +61,24 @@ def test_the_sdk_scans_in_c_here_as_this_confluent_kafkas_message_reads_back() -
 
 
 def test_a_mirror_that_reads_back_wrong_leaves_the_python_twin(monkeypatch: pytest.MonkeyPatch) -> None:
-    def misreads(messages: list[Message]) -> tuple[bool, bool, dict[int, Message]]:
-        error, _, lasts = scan(messages)
-        return error, False, lasts  # as if the headers field sat elsewhere
+    def misreads_headers(
+        messages: list[Message], rules: Rules | None = None
+    ) -> tuple[bool, bool, dict[int, Message], list[int]]:
+        error, _, lasts, misplaced = scan(messages, rules)
+        return error, False, lasts, misplaced  # as if the headers field sat elsewhere
 
-    monkeypatch.setattr("ordo._fastscan.scan", misreads)
-    assert _batch_scan._checked_c_scan() is None
+    def misreads_offsets_or_keys(
+        messages: list[Message], rules: Rules | None = None
+    ) -> tuple[bool, bool, dict[int, Message], list[int]]:
+        error, headers, lasts, _ = scan(messages, rules)
+        return error, headers, lasts, []  # as if the offset or the key sat elsewhere
+
+    for wrong in (misreads_headers, misreads_offsets_or_keys):
+        monkeypatch.setattr("ordo._fastscan.scan", wrong)
+        assert _batch_scan._checked_c_scan() is None, wrong.__name__
+
+
+def test_the_probes_reach_the_misplaced_record_check() -> None:
+    probes, rules = _batch_scan._probes()
+    assert scan(probes, rules)[3] == scan_python(probes, rules)[3] == [6]
+    assert scan(probes)[3] == [], "without rules nothing is checked"

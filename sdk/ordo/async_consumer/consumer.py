@@ -12,7 +12,9 @@ partitions that stay. Every confluent-kafka call is made on the fetcher thread.
 With ``gate=True`` records are also held at the ordering gate of KIP-253 (``ordo.epochs.
 consumer_gate``, GatedConsumer's): a moved key's records in a new partition wait until the old
 partitions' records up to the epoch's thresholds are *completed* (done by the workers, in order:
-the committed positions), not merely handed out.
+the committed positions), not merely handed out. A record a producer placed by an old partition
+count after its partition's threshold (misplaced, ``ordo.epochs.placement``) is not handed out as
+if in order: ``poll()`` raises MisplacedRecordError with it, or hands it to ``on_misplaced``.
 """
 
 from __future__ import annotations
@@ -30,13 +32,19 @@ from typing import Any
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .. import metrics
-from .._batch_scan import scan
 from .._clients import fast_refill
 from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..epochs import Gate
-from ..epochs.consumer_gate import ConsumerGate, see_new_partitions
+from ..epochs.consumer_gate import (
+    ConsumerGate,
+    OnMisplaced,
+    misplaced_message,
+    misplaced_policy,
+    see_new_partitions,
+)
 from ..epochs.log import EpochLog
-from ..errors import ConfigError, ConsumerClosedError
+from ..epochs.placement import Misplacement
+from ..errors import ConfigError, ConsumerClosedError, MisplacedRecordError
 from ..kafka_group_protocol import with_classic_defaults
 from ..topic_partition import TP
 from .commits import CommitPolicy, to_commit
@@ -105,6 +113,16 @@ class AsyncConsumer:
     ``gate``: hold records at KIP-253's ordering gate, as GatedConsumer does, reading the epoch
     log ``epoch_topic`` (or ``epoch_log``): a moved key's records wait until its older records
     are done, whichever member processes them (``closed_gates()`` says what waits for what).
+    ``on_misplaced`` (with ``gate``): what to do with a misplaced record (a keyed record a
+    producer placed by an old partition count after its partition's threshold, whose key's order
+    no reader can keep). ``"raise"`` (the default): a ``poll()`` with nothing else to hand out
+    raises MisplacedRecordError carrying such records; the next ``poll()`` counts them done and
+    goes on (a consumer that stops there reads them again). A callable is given them (a list, on
+    the thread that calls ``poll()``, at its start) instead of handing them out, and they count
+    done when it returns; if it raises, ``poll()`` raises that and offers them again next time.
+    ``"deliver"`` hands them out as any record, for topics whose keyed records are not placed by
+    murmur2 (round-robin or explicit producers). Each is said in a WARNING log line and counted
+    in ``ordo_gate_misplaced_records_total``, whatever the policy.
 
     ``on_assign``, ``on_revoke``, ``on_lost`` observe the rebalances, each called with a frozenset
     of (topic, partition), never empty, on the SDK's fetcher thread: ``on_assign`` before any
@@ -134,9 +152,21 @@ class AsyncConsumer:
         gate: bool = False,
         epoch_topic: str = DEFAULT_EPOCH_TOPIC,
         epoch_log: EpochLog | None = None,
+        on_misplaced: OnMisplaced = "raise",
     ) -> None:
         self.topics = list(topics)
         _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
+        policy = misplaced_policy(on_misplaced, "AsyncConsumer")
+        if not gate and on_misplaced != "raise":
+            raise ConfigError(
+                "AsyncConsumer: on_misplaced needs gate=True: without the gate no record is judged"
+            )
+        self._on_misplaced = on_misplaced
+        # gated: misplaced records set aside (never in the scheduler), with their topic and what
+        # is wrong, until poll() raises them or hands them over; and those the last poll raised,
+        # done at the next one
+        self._misplaced: list[tuple[Message, str, Misplacement]] = []
+        self._raised: list[Message] = []
         for name, listener in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
             if listener is not None and not callable(listener):
                 raise ConfigError(
@@ -170,6 +200,7 @@ class AsyncConsumer:
                 subscribed=True,
                 named=set(self.topics),
                 on_snapshot=self._gate_news,
+                misplaced=policy,
             )
         self._next_skip_check = 0.0
         try:
@@ -227,7 +258,9 @@ class AsyncConsumer:
 
     def poll(self, timeout: float = 1.0, max_records: int = 1_000) -> Batch:
         """Records that may be processed now (per the ordering mode and ``max_in_flight``), with
-        the partitions being revoked and those lost. Returns early when a revocation starts."""
+        the partitions being revoked and those lost. Returns early when a revocation starts.
+        Gated: raises MisplacedRecordError, or calls ``on_misplaced``, for misplaced records."""
+        self._hand_over_misplaced()
         deadline = time.monotonic() + timeout
         with self._lock:
             self._check_usable()
@@ -239,7 +272,7 @@ class AsyncConsumer:
                     self._review_gates()
                 room = min(max_records, self.max_in_flight - len(self._in_flight))
                 taken = self._take(room) if room > 0 else []
-                if taken or self._errors or self._revocations.has_news():
+                if taken or self._errors or self._revocations.has_news() or self._misplaced:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -264,7 +297,54 @@ class AsyncConsumer:
             to_be_revoked, lost = self._revocations.report()
             errors, self._errors = self._errors, []
             metrics.async_in_flight(self._group_id, len(in_flight))
-        return Batch(records, to_be_revoked, lost, errors)
+        batch = Batch(records, to_be_revoked, lost, errors)
+        if self._misplaced and not batch:  # nothing else to hand out: their turn now
+            self._hand_over_misplaced()
+        return batch
+
+    def _hand_over_misplaced(self) -> None:
+        """Count done the misplaced records the last poll raised (the application went on);
+        then raise the ones found since, or hand them to ``on_misplaced`` (done once it
+        returns; offered again if it raises)."""
+        if self._raised:
+            raised, self._raised = self._raised, []
+            with self._lock:
+                self._misplaced_done(raised)
+        if not self._misplaced:
+            return
+        with self._lock:
+            self._check_usable()
+            found, self._misplaced = self._misplaced, []
+        records = [message for message, _, _ in found]
+        if not callable(self._on_misplaced):
+            self._raised = records
+            raise MisplacedRecordError(
+                misplaced_message([(topic, what) for _, topic, what in found], "poll()"), records
+            )
+        try:
+            self._on_misplaced(records)
+        except BaseException:
+            with self._lock:  # offered again, unless their partition went meanwhile
+                self._misplaced[:0] = [f for f in found if _tp(f[0]) in self._owned]
+            raise
+        with self._lock:
+            self._misplaced_done(records)
+
+    def _misplaced_done(self, records: list[Message]) -> None:
+        """Misplaced records raised or handed over count as done (with the lock held): never in
+        the scheduler, so no lane to release."""
+        offsets_of: dict[TP, list[int]] = {}
+        for record in records:
+            offsets_of.setdefault(_tp(record), []).append(record.offset())  # type: ignore[arg-type]
+        moved = {}
+        for tp, offsets in offsets_of.items():
+            state = self._owned.get(tp)
+            if state is not None:  # else revoked or lost meanwhile: the next owner reads them
+                state.tracker.done_many(offsets)
+                self._policy.pending += len(offsets)
+                moved[tp] = state.tracker.position
+        if moved and self._gate is not None:
+            self._completed_to(moved)
 
     def done(self, record: Message) -> None:
         """``record`` is processed. Records of lost or revoked partitions are ignored."""
@@ -473,7 +553,8 @@ class AsyncConsumer:
         (gated: those the gate admits; it holds the others)."""
         gate = self._gate
         for messages in self._fetched.take():
-            headers = gate is not None and scan(messages)[1]  # any stamp to look at (one C pass)
+            # any stamp to look at, and the misplaced records (one C pass)
+            headers, flagged = gate.look(messages) if gate is not None else (False, None)
             run: list[Message] = []  # a fetched batch comes in runs of one partition
             topic, partition = "", -1  # the run's, compared field by field: no tuple per record
             for message in messages:
@@ -484,29 +565,43 @@ class AsyncConsumer:
                     continue
                 if message.partition() != partition or message.topic() != topic:
                     if run:
-                        self._add_run((topic, partition), run, headers)
+                        self._add_run((topic, partition), run, headers, flagged)
                     topic, partition, run = message.topic(), message.partition(), []  # type: ignore[assignment]
                 run.append(message)
             if run:
-                self._add_run((topic, partition), run, headers)
+                self._add_run((topic, partition), run, headers, flagged)
         if gate is not None:
             gate.ask_watcher()
 
-    def _add_run(self, tp: TP, run: list[Message], headers: bool = True) -> None:
+    def _add_run(
+        self, tp: TP, run: list[Message], headers: bool = True, flagged: set[int] | None = None
+    ) -> None:
         state = self._owned.get(tp)
         if state is None or state.revoking:
             return  # records fetched before a revocation are left for the next owner
         if self._gate is not None:
             admitted: list[Message] = []
-            self._gate.admit_run(tp, run, admitted, {}, headers)  # the others wait at the gate
+            self._gate.admit_run(tp, run, admitted, {}, headers, flagged)  # the others wait at the gate
             if not admitted:
                 return
             run = admitted
         self._place(tp, state, run)
 
     def _place(self, tp: TP, state: _Owned, run: list[Message]) -> None:
-        """Records that may be handed out: into the offset tracker and the scheduler."""
+        """Records that may be handed out: into the offset tracker and the scheduler (gated: the
+        misplaced ones into the tracker alone, set aside for ``poll()``)."""
         state.tracker.add_many([message.offset() for message in run])  # type: ignore[misc]
+        gate = self._gate
+        if gate is not None and gate.holds_misplaced:
+            aside = [message for message in run if gate.is_misplaced(message)]
+            if aside:
+                found = gate.misplacements(aside)
+                self._misplaced += [(m, tp[0], what) for m, (_, what) in zip(aside, found, strict=True)]
+                gate.settle_misplaced(aside)
+                ids = set(map(id, aside))
+                run = [message for message in run if id(message) not in ids]
+                if not run:
+                    return
         scheduler = self._scheduler
         if self.ordering == "key":
             for message in run:
@@ -575,6 +670,8 @@ class AsyncConsumer:
             self._gate.drop([tp])
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
+        if self._misplaced:
+            self._misplaced = [f for f in self._misplaced if _tp(f[0]) != tp]
         for key in [k for k, m in self._in_flight.items() if _tp(m) == tp]:
             del self._in_flight[key]
         return owned.tracker.position if owned is not None else None
@@ -799,6 +896,7 @@ class AsyncConsumer:
         limit = max(max(flying, default=-1), state.tracker.highest_done())
         self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
         state.tracker.truncate_after(limit)
+        self._misplaced = [f for f in self._misplaced if _tp(f[0]) != tp or (f[0].offset() or 0) <= limit]
 
     def _complete_unfinished(self, partitions: list[TP]) -> None:
         pending = [tp for tp in partitions if tp in self._revocations.pending]

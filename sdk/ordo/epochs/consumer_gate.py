@@ -12,6 +12,12 @@ group's progress of the partitions held gates wait for is fetched off the consum
 against the latest snapshot (pure, ``ordo.epochs.progress``) and hands back the records of those
 that opened (the consumer resumes the partition: ``resume``).
 
+Admitting records, it also finds the misplaced ones (``ordo.epochs.placement``: placed by an old
+partition count after their partition's threshold), in the same C pass over the batch, for the
+partitions and offsets where the rule can apply. Each is said in a WARNING line and counted
+(``ordo_gate_misplaced_records_total``); unless the consumer's policy delivers them, it is kept
+(``is_misplaced``) for the consumer to raise or hand to its callback instead of delivering it.
+
 Not thread-safe: one thread at a time (the GatedConsumer's caller, or the AsyncConsumer's lock
 holder); the epoch log's thread only invalidates what is cached.
 """
@@ -26,23 +32,32 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import compress
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaException, Message
 
 from .. import metrics
-from .._batch_scan import scan
+from .._batch_scan import Rules, scan
 from .._clients import consumer_side, logged
 from ..errors import ConfigError
 from ..topic_partition import TP
 from .gate import Gate, GateKeeper
 from .history import EpochHistory
 from .log import EpochLog
+from .placement import Misplacement, misplacement, topic_checks
 from .progress import TopicProgress, asked, verdicts
 from .stamp import stamped_epoch
 from .watcher import ProgressWatcher
 
-__all__ = ["UNKNOWN_PARTITION_GRACE", "ConsumerGate", "see_new_partitions"]
+__all__ = [
+    "UNKNOWN_PARTITION_GRACE",
+    "ConsumerGate",
+    "MisplacedPolicy",
+    "OnMisplaced",
+    "misplaced_message",
+    "misplaced_policy",
+    "see_new_partitions",
+]
 
 _log = logging.getLogger(__name__)
 _error_of, _headers_of = Message.error, Message.headers
@@ -51,6 +66,14 @@ _partition_of, _topic_of = Message.partition, Message.topic
 # once its epoch is published, and this consumer's epoch log may lag theirs); held this long, it
 # was added outside ordo. Said again at this interval while it lasts.
 UNKNOWN_PARTITION_GRACE = 10.0
+MisplacedPolicy = Literal["raise", "callback", "deliver"]
+"""What the consumer does with a misplaced record: raises it (MisplacedRecordError), hands it to
+its callback, or delivers it (only said and counted)."""
+_DOING = {
+    "raise": "not delivered: raised to the application (MisplacedRecordError)",
+    "callback": "not delivered: handed to on_misplaced",
+    "deliver": "delivered as it is (on_misplaced='deliver')",
+}
 
 
 @dataclass
@@ -73,7 +96,8 @@ class ConsumerGate:
     ``subscribed``: the consumer subscribes (not assigns by hand), so ``grown`` is set when a
     topic's new epoch is published and the consumer should ask for metadata
     (``see_new_partitions``). ``named``: every topic the consumer reads. ``unknown_grace``: how
-    long a partition no epoch covers is held before it is said to be added outside ordo."""
+    long a partition no epoch covers is held before it is said to be added outside ordo.
+    ``misplaced``: the consumer's policy for misplaced records (kept for it unless "deliver")."""
 
     def __init__(
         self,
@@ -91,8 +115,14 @@ class ConsumerGate:
         max_backoff: float = 0.25,
         on_snapshot: Callable[[], None] | None = None,
         unknown_grace: float = UNKNOWN_PARTITION_GRACE,
+        misplaced: MisplacedPolicy = "raise",
     ) -> None:
         self.topics = topics
+        self._policy: MisplacedPolicy = misplaced
+        # misplaced records admitted and not yet raised or handed over: id -> (partition, record,
+        # what is wrong with it); by id, as the consumer's lists hold the records themselves
+        self._misplaced: dict[int, tuple[TP, Message, Misplacement]] = {}
+        self._rules: dict[str, Rules | None] = {}  # per topic, while its history is the same
         self._unknown_grace = unknown_grace
         self._progress = progress
         self._pause, self._resume = pause, resume
@@ -147,22 +177,49 @@ class ConsumerGate:
         topic = self._only_topic
         lasts: dict[Any, Message]
         if topic is not None:
-            error, headers, lasts = scan(messages)
+            error, headers, lasts, misplaced = scan(messages, self._rules_of(topic))
             if error or (headers and self._ahead_in(messages)):
-                return self._admit_runs(messages, handed)
+                return self._admit_runs(messages, handed, _ids(messages, misplaced))
         else:
+            misplaced = self._misplaced_in(messages)
             if any(map(_error_of, messages)) or self._ahead_in(messages):
-                return self._admit_runs(messages, handed)
+                return self._admit_runs(messages, handed, _ids(messages, misplaced))
             keys = zip(map(_topic_of, messages), map(_partition_of, messages), strict=True)
             lasts = dict(zip(keys, messages, strict=True))
         ends: dict[TP, int] = {}
         for key, last in lasts.items():
             tp: TP = (topic, key) if topic is not None else key  # type: ignore[assignment]
             if not self._open_through(tp, last):
-                return self._admit_runs(messages, handed)
+                return self._admit_runs(messages, handed, _ids(messages, misplaced))
             ends[tp] = last.offset()  # type: ignore[assignment]  # never None for data
         handed.update(ends)
+        if misplaced:
+            self._found([messages[i] for i in misplaced])
         return messages
+
+    def look(self, messages: list[Message]) -> tuple[bool, set[int] | None]:
+        """For a consumer that admits a fetched batch run by run (``admit_run``): whether any
+        record may carry headers, and the ids of the misplaced records (None: none)."""
+        topic = self._only_topic
+        if topic is not None:
+            _, headers, _, misplaced = scan(messages, self._rules_of(topic))
+        else:
+            headers, misplaced = any(map(_headers_of, messages)), self._misplaced_in(messages)
+        return headers, _ids(messages, misplaced)
+
+    def _misplaced_in(self, messages: list[Message]) -> list[int]:
+        """The misplaced records of a batch of several topics: each topic's records scanned
+        with its rules (a Python pass to split them; a consumer of one topic needs none)."""
+        by_topic: dict[str, list[int]] = {}
+        for index, topic in enumerate(map(_topic_of, messages)):
+            if topic is not None:
+                by_topic.setdefault(topic, []).append(index)
+        found: list[int] = []
+        for topic, indices in by_topic.items():
+            rules = self._rules_of(topic)
+            if rules is not None:
+                found += [indices[i] for i in scan([messages[i] for i in indices], rules)[3]]
+        return sorted(found)
 
     def _open_through(self, tp: TP, last: Message) -> bool:
         """Whether every record of ``tp`` up to ``last`` is admissible by the gate as cached (the
@@ -182,8 +239,11 @@ class ConsumerGate:
                 return True
         return False
 
-    def _admit_runs(self, messages: list[Message], handed: dict[TP, int]) -> list[Message]:
-        """``admit``, run by run (a run: one partition's consecutive records)."""
+    def _admit_runs(
+        self, messages: list[Message], handed: dict[TP, int], flagged: set[int] | None
+    ) -> list[Message]:
+        """``admit``, run by run (a run: one partition's consecutive records); ``flagged``: the
+        ids of the misplaced records."""
         admitted: list[Message] = []
         count = len(messages)
         start = 0
@@ -203,17 +263,24 @@ class ConsumerGate:
                     break
                 end += 1
             tp: TP = (topic, partition)  # type: ignore[assignment]  # data messages have both
-            self.admit_run(tp, messages[start:end], admitted, handed)
+            self.admit_run(tp, messages[start:end], admitted, handed, flagged=flagged)
             start = end
         self.ask_watcher()
         return admitted
 
     def admit_run(
-        self, tp: TP, run: list[Message], admitted: list[Message], handed: dict[TP, int], headers: bool = True
+        self,
+        tp: TP,
+        run: list[Message],
+        admitted: list[Message],
+        handed: dict[TP, int],
+        headers: bool = True,
+        flagged: set[int] | None = None,
     ) -> None:
         """Append to ``admitted`` the admissible records of ``run`` (records of ``tp``, in
         order); hold the others. ``headers``: False when no record of ``run`` has any (a stamp
-        is then no reason to look). Call ``ask_watcher`` after the batch's runs."""
+        is then no reason to look); ``flagged``: the ids of the batch's misplaced records
+        (``look``). Call ``ask_watcher`` after the batch's runs."""
         held = self._held.get(tp)
         if held is not None:
             held.buffer.extend(run)  # behind a closed gate: keep the partition's order
@@ -221,7 +288,10 @@ class ConsumerGate:
         if self._open_through(tp, run[-1]) and not (headers and self._ahead_in(run)):
             admitted.extend(run)
             handed[tp] = run[-1].offset()  # type: ignore[assignment]
+            if flagged:
+                self._found([m for m in run if id(m) in flagged])
             return
+        start = len(admitted)
         for message in run:  # a gate to evaluate, or an epoch the log has not shown yet
             if tp in self._held:
                 self._held[tp].buffer.append(message)
@@ -235,6 +305,8 @@ class ConsumerGate:
                 handed[tp] = offset
             else:
                 self._held[tp].buffer.append(message)
+        if flagged:  # only what was admitted: a held record is judged when its gate opens
+            self._found([m for m in admitted[start:] if id(m) in flagged])
 
     def _ahead_of_log(self, tp: TP, offset: int, headers: Any, message: Message) -> bool:
         """Hold ``message`` when its stamp names an epoch the epoch log has not shown yet."""
@@ -285,6 +357,63 @@ class ConsumerGate:
         for topic in set(topics):
             oldest = min((h.since for (t, _), h in self._held.items() if t == topic), default=None)
             metrics.gate_closed_since(topic, None if oldest is None else oldest + to_wall)
+
+    # -- misplaced records ----------------------------------------------------------------------
+
+    def _rules_of(self, topic: str) -> Rules | None:
+        """Where ``topic``'s records may be misplaced (partition -> its checked offset ranges),
+        or None when nowhere (a topic ordo never expanded): worked out once per history."""
+        with self._cache_lock:
+            version = self._history_version
+            if topic in self._rules:
+                return self._rules[topic]
+        keeper, _ = self._keeper(topic)
+        rules = (topic_checks(keeper.history.active_epochs) or None) if keeper is not None else None
+        with self._cache_lock:
+            if version == self._history_version:  # else a newer history arrived: do not cache
+                self._rules[topic] = rules
+        return rules
+
+    def _found(self, messages: list[Message]) -> None:
+        """Admitted records the scan found misplaced: said, counted and (unless delivered) kept
+        for the consumer. Judged again by the rule as stated, with the history the gate has now
+        (the same, but for a history that changed since the scan)."""
+        if not messages:
+            return
+        counted: Counter[str] = Counter()
+        for message in messages:
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            assert topic is not None and partition is not None and offset is not None  # data records
+            keeper, _ = self._keeper(topic)
+            active = keeper.history.active_epochs if keeper is not None else ()
+            found = misplacement(active, partition, offset, message.key()) if active else None
+            if found is None:
+                continue
+            counted[topic] += 1
+            _log.warning("%s: %s", found.describe(topic), _DOING[self._policy])
+            if self._policy != "deliver":
+                self._misplaced[id(message)] = ((topic, partition), message, found)
+        for topic, count in counted.items():
+            metrics.misplaced_records(topic, count)
+
+    @property
+    def holds_misplaced(self) -> bool:
+        """Whether admitted records wait to be raised or handed over (the consumer looks for
+        them among what it hands out only then)."""
+        return bool(self._misplaced)
+
+    def is_misplaced(self, message: Message) -> bool:
+        return id(message) in self._misplaced
+
+    def misplacements(self, messages: Iterable[Message]) -> list[tuple[str, Misplacement]]:
+        """(topic, what is wrong) of each of ``messages`` kept as misplaced."""
+        found = (self._misplaced.get(id(m)) for m in messages)
+        return [(tp[0], what) for tp, _, what in filter(None, found)]
+
+    def settle_misplaced(self, messages: Iterable[Message]) -> None:
+        """``messages`` were raised or handed over: no longer kept."""
+        for message in messages:
+            self._misplaced.pop(id(message), None)
 
     # -- held gates ----------------------------------------------------------------------------
 
@@ -427,15 +556,21 @@ class ConsumerGate:
     def drop(self, partitions: Iterable[TP]) -> list[TP]:
         """Partitions gone from this consumer (revoked, lost): forget their held records (never
         handed out: the next owner reads them) and what is cached; returns those that were held.
-        What this consumer processed of them stays known: it still counts for gates."""
+        What this consumer processed of them stays known: it still counts for gates. Their
+        misplaced records not yet raised or handed over are forgotten too (the next owner's
+        gate finds them again)."""
+        gone = set(partitions)
         was_held = []
-        for tp in partitions:
+        for tp in gone:
             held = self._held.pop(tp, None)
             if held is not None:
                 was_held.append(tp)
                 self._closed_per_topic[tp[0]] -= 1
                 metrics.gates_closed(tp[0], self._closed_per_topic[tp[0]])
             self._open_until.pop(tp, None)
+        if self._misplaced:
+            for key in [k for k, (tp, _, _) in self._misplaced.items() if tp in gone]:
+                del self._misplaced[key]
         if was_held:
             self._report_oldest(tp[0] for tp in was_held)
             self._wanted_stale = True
@@ -482,6 +617,7 @@ class ConsumerGate:
         with self._cache_lock:
             self._history_version += 1
             self._keepers.pop(history.topic, None)
+            self._rules.pop(history.topic, None)
             for tp in [tp for tp in self._open_until if tp[0] == history.topic]:
                 self._open_until.pop(tp, None)
 
@@ -502,6 +638,44 @@ def see_new_partitions(consumer: Consumer, topics: list[str], grown: threading.E
     except KafkaException as error:
         _log.warning("new partitions of %s: metadata not read now (%s); librdkafka's refresh will", topics,
                      error)  # fmt: skip
+
+
+OnMisplaced = Literal["raise", "deliver"] | Callable[[list[Message]], None]
+"""A consumer's ``on_misplaced``: "raise" (MisplacedRecordError, the default), a callable given
+the misplaced records instead of delivering them, or "deliver"."""
+
+
+def misplaced_policy(on_misplaced: object, who: str) -> MisplacedPolicy:
+    """The gate's policy for a consumer's ``on_misplaced``; ConfigError for anything else."""
+    if callable(on_misplaced):
+        return "callback"
+    if on_misplaced in ("raise", "deliver"):
+        return on_misplaced
+    raise ConfigError(
+        f"{who}: on_misplaced must be 'raise' (the default: MisplacedRecordError), 'deliver' (for "
+        "topics whose keyed records are not placed by murmur2: round-robin or explicit producers) "
+        f"or a callable given the misplaced records (e.g. one that writes them to a dead-letter "
+        f"topic), got {on_misplaced!r}"
+    )
+
+
+def misplaced_message(topics_and_found: list[tuple[str, Misplacement]], call: str) -> str:
+    """MisplacedRecordError's message: what was found (the first few) and what to do."""
+    shown = "; ".join(found.describe(topic) for topic, found in topics_and_found[:3])
+    more = f" (and {len(topics_and_found) - 3} more)" if len(topics_and_found) > 3 else ""
+    return (
+        f"{len(topics_and_found)} misplaced record(s) not delivered: {shown}{more}. A producer wrote "
+        f"them by an old partition count after the expansion's thresholds, so their keys' order "
+        f"cannot be kept. They are in the error's records; the next {call} goes on after them. "
+        "on_misplaced=callable hands such records over instead (a dead-letter topic), "
+        "on_misplaced='deliver' delivers them (topics whose keyed records are not placed by "
+        "murmur2: round-robin or explicit producers)"
+    )
+
+
+def _ids(messages: list[Message], indices: list[int]) -> set[int] | None:
+    """The ids of ``messages[i]`` for each of ``indices`` (None when there are none)."""
+    return {id(messages[i]) for i in indices} if indices else None
 
 
 def _epoch_end(history: EpochHistory, partition: int, offset: int) -> float:
