@@ -16,6 +16,7 @@ from .config import OperatorConfig
 from .kafka import close_all
 from .logs import FORMATS, configure_logging
 from .metrics import start_metrics_server
+from .replicas import Replica
 from .startup import register_all
 
 
@@ -63,15 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
     configure_logging(args.log_format, verbose=args.verbose)
-    register_all(OperatorConfig.from_env())
-    if args.no_scanning:
-
-        @kopf.on.startup()
-        def no_scanning(settings: kopf.OperatorSettings, **_: Any) -> None:
-            settings.scanning.disabled = True
-
-    if args.metrics_port:
-        start_metrics_server(args.metrics_port)
     # kopf pauses *every* peer when two share a priority, so replicas must differ: a random one
     # makes the highest-priority replica the active one and the others hot standbys.
     priority = args.priority
@@ -81,6 +73,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # uid 10001 (any uid the chart's runAsUser sets) has no passwd entry, and that lookup killed
     # every replica at start with peering on (found by the e2e suite, docs/reliability.md).
     os.environ.setdefault("POD_ID", os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}")
+    replica = Replica(args.peering, os.environ["POD_ID"], priority or 0, args.namespace)
+    register_all(OperatorConfig.from_env(), replica)
+    if args.no_scanning:
+
+        @kopf.on.startup()
+        def no_scanning(settings: kopf.OperatorSettings, **_: Any) -> None:
+            settings.scanning.disabled = True
+
+    if args.metrics_port:
+        start_metrics_server(args.metrics_port)
     try:
         kopf.run(
             clusterwide=not args.namespace,

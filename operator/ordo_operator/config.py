@@ -42,6 +42,15 @@ class OperatorConfig:
     """A fence waits for a producer that fell silent until its session and delivery timeout have
     passed since its last report, and this much more: for a Produce request the network delivers
     after the client gave up on it (docs/reliability.md)."""
+    orphan_fence_seconds: float = 300.0
+    """A fencing epoch with no OrderedTopicExpansion of its topic in flight for this long is an
+    orphan (its expansion is gone) and the topic watch aborts it; 0: never. Longer than a
+    restarted operator takes to drive its expansions again. Operators that share a Kafka cluster
+    and its epoch log without seeing each other's expansions (several namespace-scoped installs)
+    would abort each other's fences: give each its own epoch log, or turn this off."""
+    peering_lifetime_seconds: int = 60
+    """kopf peering: how long a replica counts as alive after its last keepalive, so how soon a
+    standby takes over from one that died without a word (kopf's default: 60)."""
     max_workers: int = 1_024
     """Threads for kopf's synchronous handlers. Each ProducerGroup and each expansion in flight
     holds one for as long as it lives (its daemon), and the pod and Lease events that wake groups
@@ -77,6 +86,8 @@ class OperatorConfig:
             partitions_check_seconds=float(env.get("ORDO_PARTITIONS_CHECK_SECONDS", "60")),
             topic_check_seconds=float(env.get("ORDO_TOPIC_CHECK_SECONDS", "5")),
             straggler_margin_seconds=float(env.get("ORDO_STRAGGLER_MARGIN_SECONDS", "5")),
+            orphan_fence_seconds=float(env.get("ORDO_ORPHAN_FENCE_SECONDS", "300")),
+            peering_lifetime_seconds=int(env.get("ORDO_PEERING_LIFETIME_SECONDS", "60")),
             max_workers=int(env.get("ORDO_MAX_WORKERS", "1024")),
         )
 

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import kopf
 from pydantic import ValidationError
@@ -28,8 +28,14 @@ from ordo.api.common import VERSION, set_condition
 from . import metrics
 from .config import OperatorConfig
 from .crash import crash_point
-from .kafka import KafkaSide, clients_for
-from .kube import KafkaConnectionError, kafka_config, patch_status
+from .kafka import KafkaSide, clients_for, known_sides
+from .kube import (
+    KafkaConnectionError,
+    kafka_config,
+    namespace_terminating,
+    patch_status,
+    post_operator_event,
+)
 from .plans.expansion import (
     Effect,
     ExpansionState,
@@ -42,7 +48,7 @@ from .plans.expansion import (
     plan_expansion,
 )
 
-__all__ = ["expanding", "register"]
+__all__ = ["expanding", "listed_in_flight", "register"]
 
 PLURAL = "orderedtopicexpansions"
 IN_FLIGHT = {
@@ -53,8 +59,19 @@ IN_FLIGHT = {
 }
 _IN_FLIGHT_VALUES = {p.value for p in IN_FLIGHT}  # as the index holds them
 _FENCED = IN_FLIGHT - {ExpansionPhase.CREATING}
-RETRY_SECONDS = 2.0  # after a pass failed (Kafka unavailable, a request timed out)
+RETRY_SECONDS = 2.0  # the wait after a pass failed (Kafka unavailable, a request timed out) ...
+RETRY_MAX_SECONDS = 30.0  # ... doubled at each failure in a row up to this; a pass that succeeds starts over
+SKIP_UNDO_ANNOTATION = "ordo.dev/skip-undo"
+"""On a deleted expansion: if its fence cannot be undone (its Kafka connection cannot be
+resolved), release it anyway; whoever sets it sees to the fence (``ordo abort-fence``)."""
 _log = logging.getLogger(__name__)
+
+
+def retry_delay(failures: int) -> float:
+    """The wait after the ``failures``-th failure in a row (1: the first): 2, 4, 8, 16 s, then 30 s,
+    backing off as controller-runtime and kopf do, so a cluster that stays away is not asked every
+    2 s by every expansion."""
+    return min(RETRY_MAX_SECONDS, RETRY_SECONDS * 2.0 ** min(max(failures - 1, 0), 16))
 
 
 def _state(status: OrderedTopicExpansionStatus) -> ExpansionState:
@@ -219,8 +236,8 @@ def register(settings: OperatorConfig) -> None:
 
     @kopf.on.delete(API_GROUP, VERSION, PLURAL, id="undo_on_delete")  # type: ignore[arg-type]
     @metrics.count_errors
-    def undo_on_delete(name: str, namespace: str, body: kopf.Body, **_: Any) -> None:
-        _undo(settings, namespace, name, body)
+    def undo_on_delete(name: str, namespace: str, body: kopf.Body, retry: int, **_: Any) -> None:
+        _undo(settings, namespace, name, body, retry)  # raises kopf.TemporaryError to be retried
         metrics.forget_expansion(namespace, name)
 
 
@@ -232,6 +249,20 @@ def expanding(topic: str) -> bool:
     """Whether an expansion of ``topic`` is being driven (its partitions may exist before its epoch)."""
     with _driving_lock:
         return _driving.get(topic, 0) > 0
+
+
+def listed_in_flight(index: kopf.Index[str, tuple[str, str, str, str]] | None, topic: str) -> bool:
+    """Whether kopf's index of expansions has one of ``topic`` in flight by its status (Creating to
+    Publishing; also while it is being deleted, until its undo releases it). Read from another
+    thread than kopf's, which may change it meanwhile: a read that fails counts as in flight."""
+    if index is None:
+        return False
+    for _ in range(3):
+        try:
+            return any(phase in _IN_FLIGHT_VALUES for _, phase, _, _ in list(index.get(topic, [])))
+        except RuntimeError:  # changed during the read
+            continue
+    return True
 
 
 @dataclass(frozen=True)
@@ -287,6 +318,7 @@ class _ExpansionDriver:
         self.last_reason: str | None = None
         self.begun = time.time()
         self.timer = metrics.ExpansionTimer(namespace, name)
+        self.failures = 0  # failed passes in a row: the wait after the next grows with them
 
     @classmethod
     def start(
@@ -341,7 +373,13 @@ class _ExpansionDriver:
         with self.guard.lock:
             if self.guard.deleted:
                 return None
-            return self._step(index)
+            failures = self.failures
+            wait = self._step(index)
+            if self.failures == failures:  # no failure (_retry counts them): the next one waits 2 s again
+                self.failures = 0
+            elif wait is not None:
+                wait = _Wait(retry_delay(self.failures))
+            return wait
 
     def _step(self, index: kopf.Index[str, tuple[str, str, str, str]]) -> _Wait | None:
         spec, status = self.spec, self.status
@@ -396,20 +434,37 @@ class _ExpansionDriver:
         )
 
     def _retry(self, doing: str, error: Exception) -> None:
-        """A failed pass: say so in the Progressing condition and a Warning Event; the caller
-        retries the pass (every step is idempotent)."""
+        """A failed pass: say so in the Progressing condition and a Warning Event, and count it;
+        ``step`` retries the pass (every step is idempotent) after ``retry_delay`` of the count."""
         metrics.record_error(metrics.error_kind(error))
-        message = f"{doing} failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
-        _log.warning("%s/%s: %s", self.namespace, self.name, message)
+        self.failures += 1
+        message = f"{doing} failed: {error}; retrying at growing intervals up to {RETRY_MAX_SECONDS:.0f} s"
+        _log.warning(
+            "%s/%s: %s (failure %d in a row: next pass in %.0f s)",
+            self.namespace, self.name, message, self.failures, retry_delay(self.failures),
+        )  # fmt: skip
         if self.status.message != message:  # a new cause is news even while already retrying
             self._record(Step(self.state, None, "Retrying", message), announce=True)
         self.last_reason = "Retrying"
 
 
-def _undo(settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) -> None:
+_undo_said: dict[str, str] = {}  # deleted expansion -> the cause its last Warning named
+
+
+def _undo(settings: OperatorConfig, namespace: str, name: str, body: kopf.Body, retry: int = 0) -> None:
     """The resource is being deleted: abort its epoch if it is still fencing (plan_deletion), then
-    let kopf remove ordo's finalizer. Idempotent: an operator killed in the middle does it again."""
-    guard = _guard(f"{namespace}/{name}")
+    let kopf remove ordo's finalizer. Idempotent: an operator killed in the middle does it again.
+
+    Until the fence is undone the finalizer stays: each failure raises ``kopf.TemporaryError``
+    after ``retry_delay`` of kopf's ``retry`` count, with a Warning Event per new cause. When the
+    connection cannot be resolved (its Secret deleted or rotated), the clients that drove the
+    expansion serve if the operator still holds them (``_held_side``); else it waits for the
+    Secret, unless the expansion carries ``SKIP_UNDO_ANNOTATION`` or its namespace is being
+    deleted (its Secrets are gone for good, and holding the finalizer would keep the namespace
+    Terminating): then it is released, and a Warning on the operator's pod says which fence is
+    left and how to abort it."""
+    key = f"{namespace}/{name}"
+    guard = _guard(key)
     with guard.lock:
         guard.deleted = True  # a daemon pass that follows does nothing
         try:
@@ -418,29 +473,142 @@ def _undo(settings: OperatorConfig, namespace: str, name: str, body: kopf.Body) 
             return  # refused when created: it never fenced anything
         state = _state(resource.status or OrderedTopicExpansionStatus())
         topic = resource.spec.topic
+        # Fencing to Publishing: its epoch may be fencing; Aborted: recorded before the abort was
+        # written. Before (Pending, Creating) nothing was fenced; Completed: published; Failed:
+        # refused before any fence.
+        reach = state.epoch is not None and state.phase in _FENCED
+        check = reach or (state.epoch is not None and state.phase == ExpansionPhase.ABORTED)
+        step = plan_deletion(topic, state, None)
         try:
-            side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
-        except KafkaConnectionError:
-            return  # it could never reach Kafka: nothing was written
-        try:
-            if not side.epochs.catch_up(side.timeout):
-                raise TimeoutError(f"the epoch log is not read to its end: {side.epochs.describe()}")
-            step = plan_deletion(topic, state, side.epochs.history(topic))
-            crash_point("before:abort-on-delete")
-            if step.effect is not None:
-                side.write_history(next_history(step.effect, topic, side.epochs.history(topic), step.state))
-            crash_point("after:abort-on-delete")
+            if check:
+                step = _undo_on_kafka(settings, resource, namespace, state)
+        except KafkaConnectionError as error:
+            if reach and _release_unreachable(settings, resource, namespace, state, str(error)):
+                _undo_said.pop(key, None)  # released, the fence left (said): the finalizer goes
+                metrics.EXPANSION_UNDO_BLOCKED.labels(namespace, name).set(0)
+                return
+            if reach:
+                hint = _restore_hint(resource, state, settings)
+                _retry_undo(
+                    key, body, f"its Kafka connection cannot be resolved: {error}", error, retry, hint
+                )
+            # Aborted: its abort was written unless an operator died right before; the orphan-fence
+            # sweep aborts such a fence wherever the operator reaches its cluster
         except Exception as error:
-            metrics.record_error(metrics.error_kind(error))
-            message = f"undoing the deleted expansion failed: {error}; retrying every {RETRY_SECONDS:.0f} s"
-            kopf.event(body, type="Warning", reason="Retrying", message=message)
-            raise kopf.TemporaryError(message, delay=RETRY_SECONDS) from error
+            _retry_undo(key, body, f"undoing the deleted expansion failed: {error}", error, retry)
+        _undo_said.pop(key, None)
         _log.info("%s/%s: %s", namespace, name, step.message)
         if step.reason != "Deleted":
             kopf.event(body, type="Warning", reason=step.reason, message=step.message)
             metrics.ExpansionTimer().finish(step.state.phase.value)
     with _guards_lock:
-        _guards.pop(f"{namespace}/{name}", None)
+        _guards.pop(key, None)
+
+
+def _undo_on_kafka(
+    settings: OperatorConfig, resource: OrderedTopicExpansion, namespace: str, state: ExpansionState
+) -> Step:
+    """Read the epoch log and abort the expansion's epoch if it is still fencing."""
+    topic = resource.spec.topic
+    side = _side(settings, resource, namespace)
+    if not side.epochs.catch_up(side.timeout):
+        raise TimeoutError(f"the epoch log is not read to its end: {side.epochs.describe()}")
+    step = plan_deletion(topic, state, side.epochs.history(topic))
+    crash_point("before:abort-on-delete")
+    if step.effect is not None:
+        side.write_history(next_history(step.effect, topic, side.epochs.history(topic), step.state))
+    crash_point("after:abort-on-delete")
+    return step
+
+
+def _side(settings: OperatorConfig, resource: OrderedTopicExpansion, namespace: str) -> KafkaSide:
+    """The clients for the expansion's connection; when it cannot be resolved or used now (a Secret
+    deleted or rotated), those that reached that cluster before (``_held_side``), else the error."""
+    try:
+        return clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
+    except Exception as error:
+        held = _held_side(resource, settings)
+        if held is None:
+            raise
+        name, bootstrap = resource.metadata.get("name"), _bootstrap(resource, settings)
+        _log.info("%s/%s: %s; the clients held for %s serve", namespace, name, error, bootstrap)
+        return held
+
+
+def _bootstrap(resource: OrderedTopicExpansion, settings: OperatorConfig) -> str:
+    kafka = resource.spec.kafka
+    return kafka.bootstrap_servers if kafka is not None else settings.kafka_bootstrap or ""
+
+
+def _held_side(resource: OrderedTopicExpansion, settings: OperatorConfig) -> KafkaSide | None:
+    """Clients the operator holds for the expansion's cluster (its bootstrap servers, which the
+    spec names without a Secret): those that drove it, unless this process never reached it."""
+    bootstrap = _bootstrap(resource, settings)
+    return next((s for s in known_sides() if s.config.get("bootstrap.servers") == bootstrap), None)
+
+
+def _restore_hint(resource: OrderedTopicExpansion, state: ExpansionState, settings: OperatorConfig) -> str:
+    """What a person can do about a fence the operator cannot reach."""
+    name, topic = resource.metadata.get("name"), resource.spec.topic
+    return (
+        f"epoch {state.epoch} of {topic!r} stays fencing (its producers wait) and the finalizer stays "
+        f"until it is undone: restore what is missing (the operator retries), or abort the fence "
+        f"yourself (ordo abort-fence --topic {topic} --epoch {state.epoch} --bootstrap "
+        f"{_bootstrap(resource, settings)} --epoch-topic {settings.epoch_topic}, with the connection's "
+        f"-X/--command-config) and release the expansion: kubectl annotate ote {name} "
+        f"{SKIP_UNDO_ANNOTATION}=true"
+    )
+
+
+def _release_unreachable(
+    settings: OperatorConfig, resource: OrderedTopicExpansion, namespace: str, state: ExpansionState, why: str
+) -> bool:
+    """Whether to release a deleted expansion whose fence cannot be reached: annotated so, or its
+    namespace is being deleted (its Secrets went first, and cannot come back). Said on the
+    operator's pod (the namespace may take no Event) and in the log."""
+    name, topic = resource.metadata.get("name"), resource.spec.topic
+    annotated = (resource.metadata.get("annotations") or {}).get(SKIP_UNDO_ANNOTATION) == "true"
+    if annotated:
+        because = f"it carries {SKIP_UNDO_ANNOTATION}=true"
+    elif namespace_terminating(namespace):
+        because = f"its namespace {namespace!r} is being deleted (with its Secrets)"
+    else:
+        return False
+    message = (
+        f"{namespace}/{name} released although its fence could not be undone ({why}), since {because}: "
+        f"epoch {state.epoch} of {topic!r} on {_bootstrap(resource, settings)} stays fencing and its "
+        f"producers wait until it is aborted: ordo abort-fence --topic {topic} --epoch {state.epoch} "
+        f"--bootstrap {_bootstrap(resource, settings)} --epoch-topic {settings.epoch_topic} (with the "
+        "connection's -X/--command-config); the operator aborts it itself if it reaches that cluster "
+        f"and no expansion of {topic!r} is in flight for ORDO_ORPHAN_FENCE_SECONDS"
+    )
+    _log.error("%s", message)
+    post_operator_event("FenceLeftFencing", message, "Warning")
+    if annotated:
+        kopf.event(resource_body(resource), type="Warning", reason="FenceLeftFencing", message=message)
+    return True
+
+
+def resource_body(resource: OrderedTopicExpansion) -> kopf.Body:
+    """What kopf.event needs of a resource: its kind, name, namespace and uid."""
+    return cast(kopf.Body, resource.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def _retry_undo(
+    key: str, body: kopf.Body, cause: str, error: Exception, retry: int, hint: str = ""
+) -> NoReturn:
+    """Keep the finalizer and retry after ``retry_delay``; a Warning Event when the cause is new."""
+    metrics.record_error(metrics.error_kind(error))
+    delay = retry_delay(retry + 1)
+    namespace, name = key.split("/", 1)
+    metrics.EXPANSION_UNDO_BLOCKED.labels(namespace, name).set(1 if hint else 0)
+    then = hint or "the finalizer stays until it is undone"
+    message = f"{cause}; {then}; retrying at growing intervals up to {RETRY_MAX_SECONDS:.0f} s"
+    _log.warning("%s: %s (next try in %.0f s)", key, message, delay)
+    if _undo_said.get(key) != cause:
+        _undo_said[key] = cause
+        kopf.event(body, type="Warning", reason="UndoBlocked" if hint else "Retrying", message=message)
+    raise kopf.TemporaryError(message, delay=delay) from error
 
 
 def _check_partitions(

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ordo.epochs import EpochHistory
 from ordo.epochs.liveness import ProducerLiveness, ProducerReport
-from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
+from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics, writer_transactional_id
 from ordo.topics import await_served, end_offsets, relearn_leaders
 
 from .config import OperatorConfig
@@ -20,6 +20,7 @@ from .config import OperatorConfig
 __all__ = ["KafkaSide", "clients_for", "known_sides"]
 
 _CLIENT_LOG = logging.getLogger("ordo_operator.librdkafka")
+_log = logging.getLogger(__name__)
 
 
 class KafkaSide:
@@ -36,7 +37,12 @@ class KafkaSide:
         ensure_log_topics(self.admin, settings.epoch_topic, settings.registry_topic)
         self.epochs = EpochLog(self.config, settings.epoch_topic)
         self.registry = ProducerLiveness(self.config, settings.registry_topic)
-        self.writer = EpochLogWriter(self.config, settings.epoch_topic)
+        # transactional: its init_transactions fences every older writer of this epoch log (an
+        # ex-active replica that was paused), and write_checked refuses a history planned on a
+        # view of the log older than that fence
+        self.writer = EpochLogWriter(
+            self.config, settings.epoch_topic, writer_transactional_id(settings.epoch_topic)
+        )
         self._writing = threading.Lock()  # the log has one writer: an expansion, or the topic watch
         self._stop = threading.Event()
         self._logs = threading.Thread(target=self._serve_logs, name="ordo-kafka-logs", daemon=True)
@@ -115,9 +121,11 @@ class KafkaSide:
             return True
 
     def _write(self, history: EpochHistory) -> None:
-        self.writer.write(history, self.timeout)
-        if not self.epochs.wait_for(lambda: self.epochs.history(history.topic) == history, self.timeout):
-            raise TimeoutError(f"the epoch log does not read back {history.topic}'s new history yet")
+        if self.writer.write_checked(history, self.epochs, self.timeout):
+            latest = history.current
+            _log.info(
+                "epoch log: wrote %s's history (epoch %d %s)", history.topic, latest.epoch, latest.state
+            )
 
     def partition_counts(self) -> dict[str, int]:
         """Every topic's partition count, from one metadata request."""

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import base64
+import logging
+import os
+from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
-from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes.client import (
+    ApiClient,
+    CoreV1Api,
+    CoreV1Event,
+    CustomObjectsApi,
+    V1EventSource,
+    V1ObjectMeta,
+    V1ObjectReference,
+)
 from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 
@@ -16,9 +27,18 @@ from ordo.connection import InvalidConnectionError, connection_config
 
 from .config import OperatorConfig
 
-__all__ = ["KafkaConnectionError", "api_client", "kafka_config", "patch_status", "status_patch"]
+__all__ = [
+    "KafkaConnectionError",
+    "api_client",
+    "kafka_config",
+    "namespace_terminating",
+    "patch_status",
+    "post_operator_event",
+    "status_patch",
+]
 
 _client: ApiClient | None = None
+_log = logging.getLogger(__name__)
 
 
 class KafkaConnectionError(ValueError):
@@ -79,3 +99,46 @@ def _secret_data(name: str, namespace: str) -> dict[str, str] | None:
             return None
         raise
     return {key: base64.b64decode(value).decode() for key, value in (secret.data or {}).items()}
+
+
+def namespace_terminating(namespace: str) -> bool:
+    """Whether ``namespace`` is being deleted: the API server refuses new objects there (asked
+    with a dry-run Event, which the operator may create anyway and which leaves nothing)."""
+    probe = CoreV1Event(
+        metadata=V1ObjectMeta(generate_name="ordo-probe.", namespace=namespace),
+        involved_object=V1ObjectReference(api_version="v1", kind="Namespace", name=namespace),
+        reason="Probe",
+        message="whether the namespace takes new objects",
+        type="Normal",
+    )
+    try:
+        CoreV1Api(api_client()).create_namespaced_event(namespace, probe, dry_run="All")
+    except ApiException as error:
+        return error.status == 403 and "being terminated" in str(error.body or "")
+    return False
+
+
+def post_operator_event(reason: str, message: str, kind: str) -> None:
+    """An Event on the operator's own pod (``POD_NAME``/``POD_NAMESPACE``, set by the chart), for
+    what concerns no resource or one whose namespace takes no Events any more; nothing outside
+    a pod. A failure is logged (the caller's log line said it already)."""
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not pod or not namespace:
+        return
+    now = datetime.now(UTC)
+    event = CoreV1Event(
+        metadata=V1ObjectMeta(generate_name=f"{pod}.", namespace=namespace),
+        involved_object=V1ObjectReference(api_version="v1", kind="Pod", name=pod, namespace=namespace),
+        reason=reason,
+        message=message[:1024],
+        type=kind,
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+        source=V1EventSource(component="ordo-operator"),
+        reporting_component="ordo-operator",
+    )
+    try:
+        CoreV1Api(api_client()).create_namespaced_event(namespace, event)
+    except Exception as error:
+        _log.warning("event %s not posted: %s", reason, error)

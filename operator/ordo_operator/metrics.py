@@ -25,15 +25,19 @@ import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "CONTROL_TOPIC_BELOW_RECOMMENDED",
     "EXPANSIONS",
     "EXPANSION_PHASE",
     "EXPANSION_PHASE_SECONDS",
     "EXPANSION_PHASE_SINCE",
+    "EXPANSION_UNDO_BLOCKED",
     "FENCE_WAIT_SECONDS",
     "GROUP_GENERATION",
     "GROUP_MEMBERS",
     "GROUP_UNASSIGNED",
     "OPERATOR_ERRORS",
+    "OPERATOR_WORKING",
+    "ORPHAN_FENCES_ABORTED",
     "PHASES",
     "PRODUCERS_FENCED",
     "REBALANCES",
@@ -114,6 +118,26 @@ FENCE_WAIT_SECONDS = Histogram(
     buckets=_PHASE_BUCKETS,
 )
 OPERATOR_ERRORS = Counter("ordo_operator_errors", "Errors raised by operator handlers, by kind", ["kind"])
+OPERATOR_WORKING = Gauge(
+    "ordo_operator_working",
+    "1 while this replica works (kopf peering: no live peer outranks it; always, alone), 0 on standby",
+)
+ORPHAN_FENCES_ABORTED = Counter(
+    "ordo_orphan_fences_aborted",
+    "Fencing epochs aborted by the operator because no expansion of their topic was in flight",
+)
+CONTROL_TOPIC_BELOW_RECOMMENDED = Gauge(
+    "ordo_control_topic_below_recommended",
+    "1 while a control topic's setting (replication.factor, min.insync.replicas) is below what a "
+    "cluster of 3+ brokers allows (3, 2), as checked when the operator first reached the cluster",
+    ["topic", "setting"],
+)
+EXPANSION_UNDO_BLOCKED = Gauge(
+    "ordo_expansion_undo_blocked",
+    "1 while a deleted OrderedTopicExpansion's fence cannot be undone (its Kafka connection cannot be "
+    "resolved): its finalizer stays, the epoch stays fencing",
+    _EXPANSION,
+)
 TOPIC_PARTITIONS_OUTSIDE_EPOCHS = Gauge(
     "ordo_topic_partitions_outside_epochs",
     "Partitions of a topic ordo's producers write that no epoch covers (added outside ordo)",
@@ -163,6 +187,8 @@ def forget_expansion(namespace: str, expansion: str) -> None:
             EXPANSION_PHASE.remove(namespace, expansion, each)
     with contextlib.suppress(KeyError):
         EXPANSION_PHASE_SINCE.remove(namespace, expansion)
+    with contextlib.suppress(KeyError):
+        EXPANSION_UNDO_BLOCKED.remove(namespace, expansion)
     with contextlib.suppress(KeyError):
         RESOURCE_READY.remove("OrderedTopicExpansion", namespace, expansion)
 

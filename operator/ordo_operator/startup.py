@@ -11,12 +11,17 @@ from ordo.member_wire import GROUP_LABEL
 
 from . import expansions, finalizers, producer_groups
 from .config import OperatorConfig
+from .replicas import Replica
 from .topics import TopicWatch
 
 __all__ = ["register_all"]
 
+_Index = kopf.Index[str, tuple[str, str, str, str]]
 
-def register_all(config: OperatorConfig) -> None:
+
+def register_all(config: OperatorConfig, replica: Replica | None = None) -> None:
+    """``replica``: this process among the operator's replicas (None: the only one)."""
+
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         # kopf's bookkeeping goes into annotations: our status schemas are strict and would prune it
@@ -32,11 +37,20 @@ def register_all(config: OperatorConfig) -> None:
         settings.watching.label_selectors["", "v1", "pods"] = GROUP_LABEL
         settings.networking.request_timeout = 30
         settings.execution.max_workers = config.max_workers  # a thread per live group (config.py)
+        # how soon a standby takes over from a replica that died without a word (kill -9)
+        settings.peering.lifetime = config.peering_lifetime_seconds
 
-    watch = TopicWatch(config, expansions.expanding)
+    listed: list[_Index] = []  # kopf's index of expansions, given to startup handlers
 
-    @kopf.on.startup()
-    def watch_topics(**_: Any) -> None:
+    def in_flight(topic: str) -> bool:
+        index = listed[0] if listed else None
+        return expansions.expanding(topic) or expansions.listed_in_flight(index, topic)
+
+    watch = TopicWatch(config, in_flight, replica)
+
+    @kopf.on.startup()  # type: ignore[arg-type]
+    def watch_topics(expansions_by_topic: _Index, **_: Any) -> None:
+        listed.append(expansions_by_topic)  # a live view: kopf keeps it up to date
         watch.start()
 
     @kopf.on.cleanup()

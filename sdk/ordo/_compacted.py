@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ._clients import assign_known, consumer_side, drain, logged, relearn_leaders
 from .control_topics import MAX_CONTROL_RECORD_BYTES
 
-__all__ = ["CompactedTopicReader", "ensure_compacted_topics"]
+__all__ = ["CompactedTopicReader", "durable_settings", "ensure_compacted_topics"]
 
 V = TypeVar("V")
 _log = logging.getLogger(__name__)
@@ -251,21 +251,32 @@ class CompactedTopicReader(Generic[V]):
             listener(value)
 
 
-def ensure_compacted_topics(admin: AdminClient, names: list[str], replication: int = -1) -> None:
+def durable_settings(brokers: int) -> tuple[int, int]:
+    """The replication factor and min.insync.replicas ordo gives a control topic it creates on a
+    cluster of ``brokers``: min(3, brokers) replicas, and min(2, that) in sync for an acks=all
+    write, so one broker's death loses nothing acknowledged and writes go on (docs/reliability.md,
+    "What the cluster needs")."""
+    replication = max(1, min(3, brokers))
+    return replication, min(2, replication)
+
+
+def ensure_compacted_topics(admin: AdminClient, names: list[str], replication: int | None = None) -> None:
     """Create these control topics (compacted, one partition: readers tail partition 0, records
-    up to MAX_CONTROL_RECORD_BYTES) if missing."""
-    existing = admin.list_topics(timeout=10).topics
+    up to MAX_CONTROL_RECORD_BYTES) if missing, replicated as ``durable_settings`` says for the
+    cluster's brokers unless ``replication`` is given (-1: the cluster's default factor and min
+    ISR). An existing topic is left as it is."""
+    metadata = admin.list_topics(timeout=10)
+    existing = metadata.topics
+    settings = {
+        "cleanup.policy": "compact",
+        "min.compaction.lag.ms": "60000",
+        "max.message.bytes": str(MAX_CONTROL_RECORD_BYTES),
+    }
+    if replication is None:
+        replication, min_insync = durable_settings(len(metadata.brokers))
+        settings["min.insync.replicas"] = str(min_insync)
     wanted = [
-        NewTopic(
-            name,
-            num_partitions=1,
-            replication_factor=replication,
-            config={
-                "cleanup.policy": "compact",
-                "min.compaction.lag.ms": "60000",
-                "max.message.bytes": str(MAX_CONTROL_RECORD_BYTES),
-            },
-        )
+        NewTopic(name, num_partitions=1, replication_factor=replication, config=settings)
         for name in dict.fromkeys(names)
         if name not in existing
     ]

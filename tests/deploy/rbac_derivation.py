@@ -438,8 +438,13 @@ def kopf_framework_uses(*, clusterwide: bool, peering: bool, scanning: bool) -> 
 
 
 def operator_uses(*, clusterwide: bool, peering: bool, scanning: bool) -> list[Use]:
+    # The operator lists kopf's peering objects itself (ordo_operator.replicas: which replica
+    # works) only when it runs with peering, and only the kind kopf's own peering lists.
+    calls = [use for use in client_calls() if use.permission.group != "kopf.dev" or peering]
+    own = {"clusterkopfpeerings" if clusterwide else "kopfpeerings"}
+    calls = [use for use in calls if use.permission.group != "kopf.dev" or use.permission.resource in own]
     return [
-        *client_calls(),
+        *calls,
         *kopf_handler_uses(),
         *kopf_framework_uses(clusterwide=clusterwide, peering=peering, scanning=scanning),
     ]

@@ -333,8 +333,10 @@ def plan_deletion(topic: str, state: ExpansionState, history: EpochHistory | Non
     state is what the expansion became; its message says so, for an Event."""
     phase = state.phase
     ours = _exactly_ours(state, history)
-    if phase in TERMINAL:
+    if phase in TERMINAL and not (ours is not None and ours.state == EpochState.FENCING):
         return Step(state, None, "Deleted", f"deleted after it ended {phase.value}: nothing to undo")
+    # an Aborted expansion whose epoch is still fencing: its operator died between recording the
+    # abort and writing it, and no daemon drives an ended expansion; the delete writes it
     where = f"deleted while {phase.value}"
     created = (
         f"; partitions {state.from_partitions}..{state.to_partitions - 1}, if created, stay in no epoch "

@@ -11,12 +11,23 @@ says so, naming the expansion that takes them into an epoch in order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ordo.epochs import EpochHistory
 
-__all__ = ["TopicVerdict", "TopicView", "added_outside", "first_count", "judge_topic"]
+__all__ = [
+    "ControlTopicView",
+    "DurabilityWarning",
+    "OrphanFence",
+    "TopicVerdict",
+    "TopicView",
+    "added_outside",
+    "first_count",
+    "judge_control_topics",
+    "judge_topic",
+    "orphan_fence",
+]
 
 
 @dataclass(frozen=True)
@@ -90,3 +101,93 @@ def judge_topic(view: TopicView) -> TopicVerdict | None:
     return TopicVerdict(
         topic, True, "InSync", f"{topic!r} has the {known} partitions of epoch {epoch}", record
     )
+
+
+@dataclass(frozen=True)
+class OrphanFence:
+    """A fencing epoch no expansion drives: the history that aborts it, and what to say."""
+
+    topic: str
+    epoch: int
+    aborted: EpochHistory
+    message: str
+
+
+def orphan_fence(
+    topic: str, history: EpochHistory | None, in_flight: bool, orphaned_for: float, grace: float
+) -> OrphanFence | None:
+    """The abort of ``topic``'s fencing epoch when no OrderedTopicExpansion of the topic has been
+    in flight (driven, or being undone after a delete) for ``orphaned_for`` >= ``grace`` seconds:
+    its expansion is gone (deleted while its delete could not reach Kafka, or recorded Aborted by
+    an operator killed before it wrote the abort), and its producers would wait for ever. None
+    while an expansion may still be its own (``grace`` covers a restarted operator's daemons
+    starting again; 0 turns the sweep off)."""
+    if history is None or not history.fencing or in_flight or grace <= 0 or orphaned_for < grace:
+        return None
+    epoch = history.current
+    return OrphanFence(
+        topic,
+        epoch.epoch,
+        history.abort(),
+        f"epoch {epoch.epoch} of {topic!r} ({epoch.from_partitions} -> {epoch.partitions}) was fencing with "
+        f"no OrderedTopicExpansion of the topic in flight for {orphaned_for:.0f}s (its expansion is gone): "
+        f"aborted, producers resume at {epoch.from_partitions} partitions",
+    )
+
+
+@dataclass(frozen=True)
+class ControlTopicView:
+    """One of ordo's control topics as the cluster has it."""
+
+    topic: str
+    replication: int
+    min_insync: int
+    """Its min.insync.replicas: its own, or the broker's default it takes."""
+
+
+@dataclass(frozen=True)
+class DurabilityWarning:
+    topic: str
+    setting: str
+    """``replication.factor`` or ``min.insync.replicas``."""
+    value: int
+    wanted: int
+    message: str
+
+
+def judge_control_topics(brokers: int, topics: Sequence[ControlTopicView]) -> list[DurabilityWarning]:
+    """What to fix about the control topics (the epoch log, the registry, the checkpoints) on a
+    cluster of ``brokers``: with 3 or more, a replication factor below 3 leaves them lost or
+    unwritable with a broker, and min.insync.replicas below 2 lets an acks=all write be
+    acknowledged by one replica, lost with it (a lost epoch history, fence acknowledgement or
+    checkpoint breaks the order or the exactly-once promise). On a smaller cluster nothing better
+    is possible: no warning."""
+    if brokers < 3:
+        return []
+    warnings: list[DurabilityWarning] = []
+    for topic in topics:
+        if topic.replication < 3:
+            warnings.append(
+                DurabilityWarning(
+                    topic.topic,
+                    "replication.factor",
+                    topic.replication,
+                    3,
+                    f"control topic {topic.topic!r} has replication factor {topic.replication} on a "
+                    f"cluster of {brokers} brokers: raise it to 3 (kafka-reassign-partitions with 3 "
+                    "replicas for partition 0); a broker's loss can lose or stop it",
+                )
+            )
+        if topic.min_insync < 2:
+            warnings.append(
+                DurabilityWarning(
+                    topic.topic,
+                    "min.insync.replicas",
+                    topic.min_insync,
+                    2,
+                    f"control topic {topic.topic!r} has min.insync.replicas={topic.min_insync}: set it to 2 "
+                    f"(kafka-configs --alter --entity-type topics --entity-name {topic.topic} --add-config "
+                    "min.insync.replicas=2); an acknowledged write can be lost with one broker",
+                )
+            )
+    return warnings

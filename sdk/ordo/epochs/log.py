@@ -2,44 +2,97 @@
 
 The log is a compacted single-partition topic, key = topic, value = the topic's whole history,
 so the last record per key is the truth and a reader needs no other state. The operator is its
-only writer (``EpochLogWriter``); producers, consumers and Spark read it (``EpochLog``).
+only writer (``EpochLogWriter``); producers, consumers and Spark read it (``EpochLog``), with
+read_committed.
+
+One writer at a time: the operator's writer is transactional, with one transactional id per
+epoch log (``writer_transactional_id``), so the ``init_transactions`` of a newly active replica
+fences every older writer (a paused ex-active replica's next commit fails) and aborts what it had
+open. Each write is checked against the log as read after that fence (``write_checked``): a
+history that does not follow the one the log holds is refused, never written. And since
+compaction keeps only a key's last record, a record readers refuse (a late write of an older
+writer, of a tool) must not stay last: the writer reads the log back after writing and writes the
+newest history again when a refused record follows it (``EpochLog.stale_tails``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from .._clients import logged
 from .._compacted import CompactedTopicReader, ensure_compacted_topics
 from ..control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, MAX_CONTROL_RECORD_BYTES
-from .history import EpochHistory
+from .history import EpochError, EpochHistory
 
 __all__ = [
     "EpochLog",
     "EpochLogWriter",
+    "StaleHistoryError",
     "ensure_log_topics",
     "read_history",
+    "writer_transactional_id",
 ]
+
+_log = logging.getLogger(__name__)
+_REWRITES = 3  # a refused record after ours: write ours again at most this often per write
+
+
+class StaleHistoryError(EpochError):
+    """A history that does not follow the one the epoch log holds now (it was planned on an older
+    view of the log, e.g. by a replica that was paused): not written. Read the log and plan again."""
+
+
+def writer_transactional_id(epoch_topic: str = DEFAULT_EPOCH_TOPIC) -> str:
+    """The operator's epoch log writer's transactional id: one per epoch log, so whichever writer
+    initialised last is the only one whose writes commit."""
+    return f"ordo-epoch-log.{epoch_topic}"
 
 
 class EpochLog(CompactedTopicReader[EpochHistory]):
     """A background reader of the epoch log. Thread-safe; call ``close()`` when done."""
 
     def __init__(self, kafka_config: Mapping[str, Any], topic: str = DEFAULT_EPOCH_TOPIC) -> None:
+        self._tails_lock = threading.Lock()
+        self._stale: dict[str, str] = {}  # topic -> why its last record read is refused
         super().__init__(kafka_config, topic)
 
     def parse(self, key: str, value: bytes) -> EpochHistory:
-        history = EpochHistory.model_validate_json(value)
-        if history.topic != key:
-            raise ValueError(f"the key names another topic than {history.topic!r}")
+        try:
+            history = EpochHistory.model_validate_json(value)
+            if history.topic != key:
+                raise ValueError(f"the key names another topic than {history.topic!r}")
+        except ValueError as error:
+            self._tail(key, str(error))
+            raise
         return history
 
     def accept(self, key: str, previous: EpochHistory | None, value: EpochHistory) -> str | None:
-        return None if previous is None else value.why_not_after(previous)
+        reason = None if previous is None else value.why_not_after(previous)
+        self._tail(key, reason)
+        return reason
+
+    def _tail(self, key: str, refused: str | None) -> None:
+        with self._tails_lock:
+            if refused is None:
+                self._stale.pop(key, None)
+            else:
+                self._stale[key] = refused
+
+    def stale_tails(self) -> dict[str, str]:
+        """Topics whose last record read is one readers refuse (a late or stray write after the
+        newest history), with the reason. Compaction keeps only a key's last record: a reader
+        that starts after it would find that record alone and take it. The writer writes the
+        newest history again (``EpochLogWriter.write_checked``)."""
+        with self._tails_lock:
+            return dict(self._stale)
 
     def history(self, topic: str) -> EpochHistory | None:
         return self.get(topic)
@@ -66,34 +119,123 @@ def read_history(
 
 
 class EpochLogWriter:
-    """The operator's writer: one synchronous, idempotent write per history change. A write
-    serves the producer's log lines; between writes, ``poll()`` does."""
+    """The operator's writer: one synchronous write per history change. A write serves the
+    producer's log lines; between writes, ``poll()`` does.
 
-    def __init__(self, kafka_config: Mapping[str, Any], topic: str = DEFAULT_EPOCH_TOPIC) -> None:
+    Without ``transactional_id``: idempotent (tests, benchmarks, tools that own a log). With it
+    (the operator, ``writer_transactional_id``): each write is a transaction, and the
+    ``init_transactions`` of the writer that started last fences every other writer with that id:
+    their writes fail (``KafkaException``, fatal) and nothing of them reaches a read_committed
+    reader. A fenced writer starts a new producer (fencing the other in turn) at its next write."""
+
+    def __init__(
+        self,
+        kafka_config: Mapping[str, Any],
+        topic: str = DEFAULT_EPOCH_TOPIC,
+        transactional_id: str | None = None,
+    ) -> None:
         self.topic = topic
+        self.transactional_id = transactional_id
         # JSON of offsets compresses several times over: a long history stays far below the
         # topic's record limit (and below 1 MB on a log topic created with Kafka's default)
-        self._config = logged(
-            {
-                **kafka_config,
-                "enable.idempotence": True,
-                "acks": "all",
-                "compression.type": "zstd",
-                "message.max.bytes": MAX_CONTROL_RECORD_BYTES,
-            }
-        )
+        config = {
+            **kafka_config,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": "zstd",
+            "message.max.bytes": MAX_CONTROL_RECORD_BYTES,
+        }
+        if transactional_id is not None:
+            config["transactional.id"] = transactional_id
+        self._config = logged(config)
         self._producer = Producer(self._config)
+        self._initialised = transactional_id is None
+        self.fenced_writers = 0  # times init_transactions ran: the first, then after each failure
+
+    def ready(self, timeout: float) -> bool:
+        """Initialise the transactional producer if it is not (fencing every other writer with its
+        id and ending what they left open); True when it did just now, so the caller's view of
+        the log may predate the fence and must be read again."""
+        if self._initialised:
+            return False
+        try:
+            self._producer.init_transactions(timeout)
+        except KafkaException:
+            self._renew()
+            raise
+        self._initialised = True
+        self.fenced_writers += 1
+        return True
 
     def write(self, history: EpochHistory, timeout: float = 30.0) -> None:
-        """Write ``history``; raises when it was not acknowledged within ``timeout``. After a
-        failure the next write uses a new producer (a failed idempotent producer may refuse every
-        later record); a late copy of the failed write cannot undo a newer one, since readers
-        refuse a history that goes backwards."""
+        """Write ``history``; raises when it was not acknowledged (committed) within ``timeout``.
+        After a failure the next write uses a new producer (a failed idempotent producer may
+        refuse every later record, a fenced transactional one does); a late copy of the failed
+        write cannot undo a newer one, since readers refuse a history that goes backwards, and
+        a fenced one never commits."""
+        try:
+            if self.transactional_id is None:
+                self._write(history, timeout)
+            else:
+                self.ready(timeout)
+                self._commit(history, timeout)
+        except (RuntimeError, KafkaException):
+            self._renew()
+            raise
+
+    def write_checked(self, history: EpochHistory, log: EpochLog, timeout: float = 30.0) -> bool:
+        """Write ``history`` unless ``log`` holds it already (whether it wrote), and return once
+        ``log`` reads it back as the topic's last record. Raises ``StaleHistoryError`` (nothing
+        written) when it does not follow what the log holds, read after this writer fenced
+        every other: so a writer that was paused, or planned on an older view, never writes
+        over a newer history. A refused record read after ours (a stray or late write) is
+        answered by writing ours again: compaction would leave that record alone for the next
+        reader. ``log`` must read this writer's epoch log."""
+        deadline = time.monotonic() + timeout
+        topic = history.topic
+        self.ready(timeout)
+        wrote = False
+        for _ in range(_REWRITES + 1):
+            if not log.catch_up(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"the epoch log is not read to its end: {log.describe()}")
+            current = log.history(topic)
+            if current is not None and current != history:
+                reason = history.why_not_after(current)
+                if reason is not None:
+                    raise StaleHistoryError(
+                        f"epoch log {self.topic}: {topic}'s history was not written: {reason} as the log "
+                        f"holds it now (epoch {current.current.epoch} {current.current.state}); planned on "
+                        "an older view of the log"
+                    )
+            elif current == history and topic not in log.stale_tails():
+                return wrote
+            elif current == history:
+                _log.warning(
+                    "epoch log %s: a refused record follows %s's newest history (%s): writing it again, "
+                    "so that compaction keeps the newest",
+                    self.topic, topic, log.stale_tails().get(topic),
+                )  # fmt: skip
+            self.write(history, max(0.1, deadline - time.monotonic()))
+            wrote = True
+            if not log.wait_for(lambda: log.history(topic) == history, max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"the epoch log does not read back {topic}'s new history yet")
+        raise RuntimeError(f"epoch log {self.topic}: refused records keep following {topic}'s newest history")
+
+    def _renew(self) -> None:
+        self._producer.purge()
+        self._producer = Producer(self._config)
+        self._initialised = self.transactional_id is None
+
+    def _commit(self, history: EpochHistory, timeout: float) -> None:
+        self._producer.begin_transaction()
         try:
             self._write(history, timeout)
-        except RuntimeError:
-            self._producer.purge()
-            self._producer = Producer(self._config)
+            self._producer.commit_transaction(timeout)
+        except (RuntimeError, KafkaException) as error:
+            fatal = isinstance(error, KafkaException) and error.args[0].fatal()
+            if not fatal:  # not committed: abort it, so a read_committed reader never sees it
+                with contextlib.suppress(KafkaException):  # else the next init_transactions aborts it
+                    self._producer.abort_transaction(timeout)
             raise
 
     def _write(self, history: EpochHistory, timeout: float) -> None:
@@ -129,7 +271,9 @@ def ensure_log_topics(
     admin: AdminClient,
     epoch_topic: str = DEFAULT_EPOCH_TOPIC,
     registry_topic: str = DEFAULT_REGISTRY_TOPIC,
-    replication: int = -1,
+    replication: int | None = None,
 ) -> None:
-    """Create the epoch log and the producer registry (compacted, 1 partition each) if missing."""
+    """Create the epoch log and the producer registry (compacted, 1 partition each) if missing:
+    by default replicated to min(3, brokers) with min.insync.replicas min(2, that)
+    (``ordo._compacted.durable_settings``); -1 takes the cluster's defaults."""
     ensure_compacted_topics(admin, [epoch_topic, registry_topic], replication)

@@ -145,7 +145,8 @@ class CheckpointLog(CompactedTopicReader[Checkpoint]):
 
 
 def ensure_checkpoint_topic(
-    admin: AdminClient, topic: str = DEFAULT_CHECKPOINT_TOPIC, replication: int = -1
+    admin: AdminClient, topic: str = DEFAULT_CHECKPOINT_TOPIC, replication: int | None = None
 ) -> None:
-    """Create the checkpoint topic (compacted, one partition) if it is missing."""
+    """Create the checkpoint topic (compacted, one partition) if it is missing, replicated as
+    ordo creates every control topic (``ensure_compacted_topics``)."""
     ensure_compacted_topics(admin, [topic], replication)

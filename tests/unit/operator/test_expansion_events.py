@@ -8,7 +8,7 @@ import kopf
 import pytest
 
 from ordo.api import ExpansionPhase, OrderedTopicExpansion, OrderedTopicExpansionStatus
-from ordo_operator import expansions
+from ordo_operator import expansions, kube
 from ordo_operator.config import OperatorConfig
 from ordo_operator.kafka import KafkaSide
 
@@ -66,3 +66,73 @@ def test_the_same_cause_again_is_not_announced_again(events: list[tuple[str, str
     for _ in range(3):
         driver._retry("append-fence", RuntimeError("epoch log unreachable"))
     assert len(events) == 1
+
+
+def test_failed_passes_wait_longer_each_time_up_to_a_cap_and_a_success_starts_over(
+    events: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka away: the waits grow 2, 4, 8, 16, 30, 30 s (controller-runtime's and kopf's way), and
+    a pass that gets through makes the next failure wait 2 s again."""
+    driver = _driver()
+    outcomes = iter([*(["fail"] * 6), "ok", "fail"])
+
+    def one_pass(_index: object) -> expansions._Wait:
+        if next(outcomes) == "fail":
+            driver._retry("reading Kafka", TimeoutError("metadata timed out"))
+            return expansions._Wait(expansions.RETRY_SECONDS)
+        return expansions._Wait(0.2, on_registry=True)
+
+    monkeypatch.setattr(driver, "_step", one_pass)
+    index = cast(kopf.Index[str, tuple[str, str, str, str]], {})
+    waits = [driver.step(index) for _ in range(8)]
+    assert [w.seconds for w in waits if w is not None] == [2, 4, 8, 16, 30, 30, 0.2, 2]
+    assert waits[6] == expansions._Wait(0.2, on_registry=True), "a pass that succeeds waits as it says"
+    assert len(events) == 1, "the same cause is announced once"
+
+
+def test_a_deleted_expansion_whose_connection_cannot_be_resolved_keeps_its_finalizer(
+    events: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its Secret is gone and the operator holds no clients for its cluster: the delete raises
+    kopf.TemporaryError (the finalizer stays) with a growing delay, one UndoBlocked Warning per
+    cause, naming what to do; it is released only when annotated so."""
+    monkeypatch.setattr(kube, "_secret_data", lambda _name, _namespace: None)  # deleted
+    monkeypatch.setattr(expansions, "known_sides", list)
+    monkeypatch.setattr(expansions, "namespace_terminating", lambda _namespace: False)
+    posted: list[str] = []
+    monkeypatch.setattr(expansions, "post_operator_event", lambda reason, *_: posted.append(reason))
+    body = _fencing_with_secret()
+    delays = []
+    for retry in range(3):
+        with pytest.raises(kopf.TemporaryError) as raised:
+            expansions._undo(OperatorConfig(), "ns", "grow", body, retry)
+        delays.append(raised.value.delay)
+    assert delays == [2, 4, 8]
+    assert [(kind, reason) for kind, reason, _ in events] == [("Warning", "UndoBlocked")]
+    said = events[0][2]
+    assert "Secret 'kafka-user' not found" in said and "epoch 1 of 'orders' stays fencing" in said
+    assert "ordo abort-fence --topic orders --epoch 1 --bootstrap kafka:9092" in said
+    assert "ordo.dev/skip-undo=true" in said
+    annotated = _fencing_with_secret({"ordo.dev/skip-undo": "true"})
+    expansions._undo(OperatorConfig(), "ns", "grow", annotated, 3)  # released: no exception
+    assert posted == ["FenceLeftFencing"] and events[-1][1] == "FenceLeftFencing"
+
+
+def test_an_expansion_that_never_fenced_is_released_without_its_connection(
+    events: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(expansions, "known_sides", list)
+    for phase in (ExpansionPhase.PENDING, ExpansionPhase.CREATING, ExpansionPhase.COMPLETED):
+        expansions._undo(OperatorConfig(), "ns", "grow", _fencing_with_secret(phase=phase), 0)
+
+
+def _fencing_with_secret(
+    annotations: dict[str, str] | None = None, phase: ExpansionPhase = ExpansionPhase.FENCING
+) -> kopf.Body:
+    """An expansion fencing epoch 1 whose connection reads a Secret that is gone."""
+    status = OrderedTopicExpansionStatus(phase=phase, epoch=1, from_partitions=4, to_partitions=8)
+    resource = RESOURCE.model_copy(update={"status": status})
+    body = resource.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["metadata"]["annotations"] = annotations or {}
+    body["spec"]["kafka"] = {"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-user"}}
+    return cast(kopf.Body, body)

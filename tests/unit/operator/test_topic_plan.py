@@ -3,9 +3,16 @@ added outside ordo are named with what to do."""
 
 from __future__ import annotations
 
+from ordo._compacted import durable_settings
 from ordo.epochs import EpochHistory
 from ordo_operator.plans.expansion import ExpansionState, ProducerView, World, plan_expansion
-from ordo_operator.plans.topics import TopicView, judge_topic
+from ordo_operator.plans.topics import (
+    ControlTopicView,
+    TopicView,
+    judge_control_topics,
+    judge_topic,
+    orphan_fence,
+)
 
 T = "orders"
 
@@ -49,3 +56,48 @@ def test_an_expansion_of_a_topic_ordo_never_recorded_starts_from_its_producers_c
     world = World(6, None, {"a": ProducerView(partitions=4)})
     step = plan_expansion(T, 6, 60, ExpansionState(), world)
     assert (step.state.from_partitions, step.state.to_partitions) == (4, 6), step
+
+
+# --- orphan fences: a fencing epoch no expansion drives is aborted after a grace ------------------
+
+
+def test_a_fence_no_expansion_drives_is_aborted_only_after_the_grace() -> None:
+    fencing = EpochHistory.initial(T, 4).begin_fence(8)
+    assert orphan_fence(T, fencing, False, 299, 300) is None, "a restarted operator's daemons start first"
+    found = orphan_fence(T, fencing, False, 300, 300)
+    assert found is not None and found.epoch == 1 and found.aborted == fencing.abort()
+    assert found.aborted.active.partitions == 4 and "producers resume at 4 partitions" in found.message
+
+
+def test_a_fence_is_no_orphan_while_an_expansion_is_in_flight_nor_a_concluded_epoch() -> None:
+    fencing = EpochHistory.initial(T, 4).begin_fence(8)
+    assert orphan_fence(T, fencing, True, 10_000, 300) is None
+    assert orphan_fence(T, fencing, False, 10_000, 0) is None, "0 turns the sweep off"
+    assert orphan_fence(T, fencing.abort(), False, 10_000, 300) is None
+    assert orphan_fence(T, fencing.publish({p: 1 for p in range(4)}), False, 10_000, 300) is None
+    assert orphan_fence(T, None, False, 10_000, 300) is None
+
+
+# --- control topics' replication: said when the cluster allows better ---------------------------
+
+
+def test_control_topics_below_three_replicas_or_two_in_sync_are_named_with_the_value_to_set() -> None:
+    weak = [ControlTopicView("__ordo_epochs", 1, 1), ControlTopicView("__ordo_producers", 3, 1)]
+    warnings = judge_control_topics(3, [*weak, ControlTopicView("__ordo_checkpoints", 3, 2)])
+    assert [(w.topic, w.setting, w.value, w.wanted) for w in warnings] == [
+        ("__ordo_epochs", "replication.factor", 1, 3),
+        ("__ordo_epochs", "min.insync.replicas", 1, 2),
+        ("__ordo_producers", "min.insync.replicas", 1, 2),
+    ]
+    assert "raise it to 3" in warnings[0].message and "cluster of 3 brokers" in warnings[0].message
+    assert "--add-config min.insync.replicas=2" in warnings[2].message
+
+
+def test_a_cluster_of_fewer_than_three_brokers_gets_no_warning() -> None:
+    assert judge_control_topics(1, [ControlTopicView("__ordo_epochs", 1, 1)]) == []
+    assert judge_control_topics(2, [ControlTopicView("__ordo_epochs", 2, 1)]) == []
+
+
+def test_ordo_creates_control_topics_as_durable_as_the_cluster_allows() -> None:
+    assert [durable_settings(n) for n in (1, 2, 3, 5)] == [(1, 1), (2, 2), (3, 2), (3, 2)]
+    assert judge_control_topics(5, [ControlTopicView("t", *durable_settings(5))]) == []
