@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ordo import AsyncConsumer, ConfigError, GatedConsumer
 from ordo._batch_scan import scan_python
 from ordo._fastscan import scan as c_scan
 from ordo.epochs import EpochHistory
@@ -158,3 +159,18 @@ def test_the_c_scan_refuses_rules_it_cannot_read() -> None:
         c_scan(batch, {1: [Check(0, NO_END, 4, (2,), 1)]})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="at least 1"):
         c_scan(batch, {1: (Check(0, NO_END, 4, (0,), 1),)})
+
+
+@pytest.mark.parametrize("wrong", ["drop", "Raise", None, 3])
+def test_a_policy_the_consumers_do_not_know_is_refused_before_anything_starts(wrong: object) -> None:
+    config = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    with pytest.raises(ConfigError, match=r"on_misplaced must be 'raise'.*'deliver'.*callable"):
+        GatedConsumer(config, ["t"], on_misplaced=wrong)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="on_misplaced must be"):
+        AsyncConsumer(config, ["t"], gate=True, on_misplaced=wrong)  # type: ignore[arg-type]
+
+
+def test_an_ungated_async_consumer_refuses_a_policy_it_would_never_apply() -> None:
+    config = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    with pytest.raises(ConfigError, match="on_misplaced needs gate=True"):
+        AsyncConsumer(config, ["t"], on_misplaced="deliver")

@@ -115,11 +115,13 @@ class AsyncConsumer:
     are done, whichever member processes them (``closed_gates()`` says what waits for what).
     ``on_misplaced`` (with ``gate``): what to do with a misplaced record (a keyed record a
     producer placed by an old partition count after its partition's threshold, whose key's order
-    no reader can keep). ``"raise"`` (the default): a ``poll()`` with nothing else to hand out
-    raises MisplacedRecordError carrying such records; the next ``poll()`` counts them done and
-    goes on (a consumer that stops there reads them again). A callable is given them (a list, on
-    the thread that calls ``poll()``, at its start) instead of handing them out, and they count
-    done when it returns; if it raises, ``poll()`` raises that and offers them again next time.
+    no reader can keep). Such a record takes its turn as any other (its lane: after the records
+    before it, before those after it), but is not handed out: ``"raise"`` (the default): the next
+    ``poll()`` raises MisplacedRecordError carrying it (and the others whose turn came in the
+    same poll), and the ``poll()`` after that counts them done and goes on (a consumer that stops
+    there reads them again). A callable is given them (a list, on the thread that calls
+    ``poll()``, at the start of the next one) instead, and they count done when it returns; if it
+    raises, that ``poll()`` raises it and offers them again next time.
     ``"deliver"`` hands them out as any record, for topics whose keyed records are not placed by
     murmur2 (round-robin or explicit producers). Each is said in a WARNING log line and counted
     in ``ordo_gate_misplaced_records_total``, whatever the policy.
@@ -162,9 +164,10 @@ class AsyncConsumer:
                 "AsyncConsumer: on_misplaced needs gate=True: without the gate no record is judged"
             )
         self._on_misplaced = on_misplaced
-        # gated: misplaced records set aside (never in the scheduler), with their topic and what
-        # is wrong, until poll() raises them or hands them over; and those the last poll raised,
-        # done at the next one
+        # gated: misplaced records placed in the scheduler, by id, with their topic and what is
+        # wrong; those whose turn came (taken, in flight) until poll() raises them or hands them
+        # over; and those the last poll raised, done at the next one
+        self._flagged: dict[int, tuple[Message, str, Misplacement]] = {}
         self._misplaced: list[tuple[Message, str, Misplacement]] = []
         self._raised: list[Message] = []
         for name, listener in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
@@ -272,7 +275,7 @@ class AsyncConsumer:
                     self._review_gates()
                 room = min(max_records, self.max_in_flight - len(self._in_flight))
                 taken = self._take(room) if room > 0 else []
-                if taken or self._errors or self._revocations.has_news() or self._misplaced:
+                if taken or self._errors or self._revocations.has_news():
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -292,24 +295,36 @@ class AsyncConsumer:
             for _, run in taken:  # a run of one partition at a time: the loops run in C
                 in_flight.update(zip(map(id, run), run, strict=True))
                 records.extend(run)
+            if self._flagged and records:
+                records = self._set_aside(records)
             if records and not self._ordered:
                 self._pace(len(records))
             to_be_revoked, lost = self._revocations.report()
             errors, self._errors = self._errors, []
             metrics.async_in_flight(self._group_id, len(in_flight))
         batch = Batch(records, to_be_revoked, lost, errors)
-        if self._misplaced and not batch:  # nothing else to hand out: their turn now
+        if self._misplaced and not batch:  # all this poll took was misplaced: their turn now
             self._hand_over_misplaced()
         return batch
 
+    def _set_aside(self, records: list[Message]) -> list[Message]:
+        """The taken ``records`` but the misplaced ones, which stay in flight (their lanes
+        busy) until ``_hand_over_misplaced`` (with the lock held)."""
+        flagged = self._flagged
+        found = [flagged.pop(id(m)) for m in records if id(m) in flagged]
+        if not found:
+            return records
+        self._misplaced += found
+        aside = {id(m) for m, _, _ in found}
+        return [m for m in records if id(m) not in aside]
+
     def _hand_over_misplaced(self) -> None:
         """Count done the misplaced records the last poll raised (the application went on);
-        then raise the ones found since, or hand them to ``on_misplaced`` (done once it
-        returns; offered again if it raises)."""
+        then raise the ones taken since, or hand them to ``on_misplaced`` (done once it
+        returns; offered again if it raises). Done as records handed out are: their lanes go on."""
         if self._raised:
             raised, self._raised = self._raised, []
-            with self._lock:
-                self._misplaced_done(raised)
+            self.done_many(raised)
         if not self._misplaced:
             return
         with self._lock:
@@ -325,26 +340,9 @@ class AsyncConsumer:
             self._on_misplaced(records)
         except BaseException:
             with self._lock:  # offered again, unless their partition went meanwhile
-                self._misplaced[:0] = [f for f in found if _tp(f[0]) in self._owned]
+                self._misplaced[:0] = [f for f in found if id(f[0]) in self._in_flight]
             raise
-        with self._lock:
-            self._misplaced_done(records)
-
-    def _misplaced_done(self, records: list[Message]) -> None:
-        """Misplaced records raised or handed over count as done (with the lock held): never in
-        the scheduler, so no lane to release."""
-        offsets_of: dict[TP, list[int]] = {}
-        for record in records:
-            offsets_of.setdefault(_tp(record), []).append(record.offset())  # type: ignore[arg-type]
-        moved = {}
-        for tp, offsets in offsets_of.items():
-            state = self._owned.get(tp)
-            if state is not None:  # else revoked or lost meanwhile: the next owner reads them
-                state.tracker.done_many(offsets)
-                self._policy.pending += len(offsets)
-                moved[tp] = state.tracker.position
-        if moved and self._gate is not None:
-            self._completed_to(moved)
+        self.done_many(records)
 
     def done(self, record: Message) -> None:
         """``record`` is processed. Records of lost or revoked partitions are ignored."""
@@ -466,6 +464,10 @@ class AsyncConsumer:
             if self._closing:
                 return
             self._closing = True
+            # misplaced records not yet raised or handed over, or raised and not gone on from, are
+            # not waited for: not done, they are read again by whoever reads on
+            for message in [m for m, _, _ in self._misplaced] + self._raised:
+                self._in_flight.pop(id(message), None)
             while True:
                 self._settle()
                 if not self._in_flight or self._failure is not None:
@@ -589,19 +591,17 @@ class AsyncConsumer:
 
     def _place(self, tp: TP, state: _Owned, run: list[Message]) -> None:
         """Records that may be handed out: into the offset tracker and the scheduler (gated: the
-        misplaced ones into the tracker alone, set aside for ``poll()``)."""
+        misplaced ones are noted, for ``poll()`` to set aside when their turn comes)."""
         state.tracker.add_many([message.offset() for message in run])  # type: ignore[misc]
         gate = self._gate
         if gate is not None and gate.holds_misplaced:
             aside = [message for message in run if gate.is_misplaced(message)]
             if aside:
                 found = gate.misplacements(aside)
-                self._misplaced += [(m, tp[0], what) for m, (_, what) in zip(aside, found, strict=True)]
+                self._flagged.update(
+                    (id(m), (m, tp[0], what)) for m, (_, what) in zip(aside, found, strict=True)
+                )
                 gate.settle_misplaced(aside)
-                ids = set(map(id, aside))
-                run = [message for message in run if id(message) not in ids]
-                if not run:
-                    return
         scheduler = self._scheduler
         if self.ordering == "key":
             for message in run:
@@ -670,7 +670,8 @@ class AsyncConsumer:
             self._gate.drop([tp])
         owned = self._owned.pop(tp, None)
         self._scheduler.drop(tp)
-        if self._misplaced:
+        if self._flagged or self._misplaced:  # never handed out: the next owner reads them
+            self._flagged = {k: f for k, f in self._flagged.items() if _tp(f[0]) != tp}
             self._misplaced = [f for f in self._misplaced if _tp(f[0]) != tp]
         for key in [k for k, m in self._in_flight.items() if _tp(m) == tp]:
             del self._in_flight[key]
@@ -896,7 +897,10 @@ class AsyncConsumer:
         limit = max(max(flying, default=-1), state.tracker.highest_done())
         self._scheduler.drop(tp, keep=lambda m: (m.offset() or 0) <= limit)
         state.tracker.truncate_after(limit)
-        self._misplaced = [f for f in self._misplaced if _tp(f[0]) != tp or (f[0].offset() or 0) <= limit]
+        if self._flagged:  # those dropped from the scheduler
+            self._flagged = {
+                k: f for k, f in self._flagged.items() if _tp(f[0]) != tp or (f[0].offset() or 0) <= limit
+            }
 
     def _complete_unfinished(self, partitions: list[TP]) -> None:
         pending = [tp for tp in partitions if tp in self._revocations.pending]
