@@ -28,8 +28,13 @@
  * a VM freeze) finds the lease expired here before anything is queued.
  *
  * With the producer's own transactions (fencing="broker", ordo.own_transactions) each record
- * handed over is also appended to the open transaction's journal as (topic, value, key), so an
- * abort can send it again: that append is the whole cost of the mode on this path.
+ * handed over is also appended to the open transaction's journal, a flat list: topic, value, key
+ * (no tuple per record: allocating a tracked object per record cost the garbage collector's
+ * passes more than the append), so an abort can send it again. While that transaction commits
+ * librdkafka takes no record, so the producer *buffers*: this path then appends topic, value,
+ * key and the chosen partition to a pending list instead (up to a limit), which drain() hands
+ * over once the next transaction begins: the application's thread does not wait out the
+ * commit's round trips.
  *
  * Anything else, and any error from produce() (nothing was queued then), goes to the Python
  * path, which retries, waits on fences and raises what the caller must see.
@@ -80,6 +85,9 @@ typedef struct {
     PyObject *raw;     /* confluent_kafka.Producer.produce, bound (replaced when the producer is renewed) */
     PyObject *slow;    /* the Python path, with produce()'s full signature */
     PyObject *journal; /* list of the open transaction's records, or None (no own transactions) */
+    PyObject *pending; /* list of records taken while a commit runs (4 items each), or None */
+    int buffering;     /* a commit runs: records go to pending, not to raw */
+    Py_ssize_t pending_limit; /* records pending at most; beyond, the Python path (which waits) */
     vectorcallfunc vectorcall;
     Py_ssize_t fast_calls; /* records that took this path (tests and benchmarks read it) */
 } FastProduce;
@@ -166,20 +174,28 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
                 if (partition != NULL) {
                     int here = python == NULL ? 1 : PySet_Contains(python, partition) == 0;
                     PyObject *done = NULL;
+                    if (here && self->buffering) {
+                        if (self->pending != Py_None &&
+                            PyList_GET_SIZE(self->pending) < 4 * self->pending_limit &&
+                            PyList_Append(self->pending, topic) == 0 && PyList_Append(self->pending, value) == 0 &&
+                            PyList_Append(self->pending, key) == 0 && PyList_Append(self->pending, partition) == 0) {
+                            Py_DECREF(partition);
+                            self->fast_calls++;
+                            Py_RETURN_NONE;
+                        }
+                        here = 0; /* full (or out of memory): the Python path waits for the commit */
+                    }
                     if (here) {
                         PyObject *call[4] = {topic, value, key, partition};
                         done = PyObject_Vectorcall(self->raw, call, 4, NULL);
                     }
                     Py_DECREF(partition);
-                    if (done != NULL && self->journal != Py_None) {
-                        /* queued: journaled before anything else can run (the GIL is held) */
-                        PyObject *entry = PyTuple_Pack(3, topic, value, key);
-                        if (entry == NULL || PyList_Append(self->journal, entry) < 0) {
-                            Py_XDECREF(entry);
-                            Py_DECREF(done);
-                            return NULL; /* out of memory: the record is queued but not journaled */
-                        }
-                        Py_DECREF(entry);
+                    if (done != NULL && self->journal != Py_None &&
+                        (PyList_Append(self->journal, topic) < 0 || PyList_Append(self->journal, value) < 0 ||
+                         PyList_Append(self->journal, key) < 0)) {
+                        /* out of memory: the record is queued but its journal entry is broken */
+                        Py_DECREF(done);
+                        return NULL;
                     }
                     if (done != NULL) {
                         self->fast_calls++;
@@ -197,13 +213,14 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
 static PyObject *
 FastProduce_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *routes, *lease, *raw, *slow, *journal = Py_None;
-    static char *names[] = {"routes", "lease", "raw", "slow", "journal", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO|O", names, &PyDict_Type, &routes, &LeaseType, &lease,
-                                     &raw, &slow, &journal))
+    PyObject *routes, *lease, *raw, *slow, *journal = Py_None, *pending = Py_None;
+    Py_ssize_t pending_limit = 0;
+    static char *names[] = {"routes", "lease", "raw", "slow", "journal", "pending", "pending_limit", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO|OOn", names, &PyDict_Type, &routes, &LeaseType, &lease,
+                                     &raw, &slow, &journal, &pending, &pending_limit))
         return NULL;
-    if (journal != Py_None && !PyList_CheckExact(journal)) {
-        PyErr_SetString(PyExc_TypeError, "journal must be a list or None");
+    if ((journal != Py_None && !PyList_CheckExact(journal)) || (pending != Py_None && !PyList_CheckExact(pending))) {
+        PyErr_SetString(PyExc_TypeError, "journal and pending must be lists or None");
         return NULL;
     }
     FastProduce *self = (FastProduce *)type->tp_alloc(type, 0);
@@ -214,6 +231,8 @@ FastProduce_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->raw = Py_NewRef(raw);
     self->slow = Py_NewRef(slow);
     self->journal = Py_NewRef(journal);
+    self->pending = Py_NewRef(pending);
+    self->pending_limit = pending_limit;
     self->vectorcall = FastProduce_call;
     return (PyObject *)self;
 }
@@ -226,6 +245,7 @@ FastProduce_traverse(FastProduce *self, visitproc visit, void *arg)
     Py_VISIT(self->raw);
     Py_VISIT(self->slow);
     Py_VISIT(self->journal);
+    Py_VISIT(self->pending);
     return 0;
 }
 
@@ -237,6 +257,7 @@ FastProduce_clear(FastProduce *self)
     Py_CLEAR(self->raw);
     Py_CLEAR(self->slow);
     Py_CLEAR(self->journal);
+    Py_CLEAR(self->pending);
     return 0;
 }
 
@@ -271,7 +292,76 @@ FastProduce_set_raw(FastProduce *self, PyObject *value, void *closure)
     return 0;
 }
 
+/* Hand the pending records to raw, each to the partition chosen when it was taken, and journal
+ * them; the pending list keeps what raw refused and its error is raised (BufferError when
+ * librdkafka's queue is full: the caller polls and drains again). */
+static PyObject *
+FastProduce_drain(FastProduce *self, PyObject *unused)
+{
+    if (self->pending == Py_None)
+        Py_RETURN_NONE;
+    Py_ssize_t size = PyList_GET_SIZE(self->pending), i;
+    int failed = 0;
+    for (i = 0; i + 3 < size; i += 4) {
+        PyObject **item = &PyList_GET_ITEM(self->pending, i);
+        PyObject *call[4] = {item[0], item[1], item[2], item[3]};
+        PyObject *done = PyObject_Vectorcall(self->raw, call, 4, NULL);
+        if (done == NULL) {
+            failed = 1;
+            break;
+        }
+        Py_DECREF(done);
+        if (self->journal != Py_None &&
+            (PyList_Append(self->journal, item[0]) < 0 || PyList_Append(self->journal, item[1]) < 0 ||
+             PyList_Append(self->journal, item[2]) < 0)) {
+            i += 4;
+            failed = 1;
+            break;
+        }
+    }
+    PyObject *error_type, *error_value, *error_tb;
+    PyErr_Fetch(&error_type, &error_value, &error_tb);
+    if (PyList_SetSlice(self->pending, 0, i, NULL) < 0) {
+        Py_XDECREF(error_type);
+        Py_XDECREF(error_value);
+        Py_XDECREF(error_tb);
+        return NULL;
+    }
+    if (failed) {
+        PyErr_Restore(error_type, error_value, error_tb);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+FastProduce_get_buffering(FastProduce *self, void *closure)
+{
+    return PyBool_FromLong(self->buffering);
+}
+
+static int
+FastProduce_set_buffering(FastProduce *self, PyObject *value, void *closure)
+{
+    int truth = value == NULL ? -1 : PyObject_IsTrue(value);
+    if (truth < 0) {
+        if (value == NULL)
+            PyErr_SetString(PyExc_AttributeError, "buffering cannot be deleted");
+        return -1;
+    }
+    self->buffering = truth;
+    return 0;
+}
+
+static PyMethodDef FastProduce_methods[] = {
+    {"drain", (PyCFunction)FastProduce_drain, METH_NOARGS,
+     "hand the records taken during a commit to the producer, in order, and journal them"},
+    {NULL},
+};
+
 static PyGetSetDef FastProduce_getset[] = {
+    {"buffering", (getter)FastProduce_get_buffering, (setter)FastProduce_set_buffering,
+     "a commit runs: records are taken into the pending list", NULL},
     {"fast_calls", (getter)FastProduce_get_fast_calls, NULL, "records that took the C path", NULL},
     {"raw", (getter)FastProduce_get_raw, (setter)FastProduce_set_raw,
      "the bound produce() records are handed to (a renewed producer's, after a fence)", NULL},
@@ -290,6 +380,7 @@ static PyTypeObject FastProduceType = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(FastProduce, vectorcall),
     .tp_getset = FastProduce_getset,
+    .tp_methods = FastProduce_methods,
 };
 
 static PyObject *

@@ -11,7 +11,7 @@ class Lease:
 class FastProduce:
     """OrderedProducer.produce's common case in one C call; every other call goes to ``slow``.
     Calls made once ``lease.until`` has passed go to ``slow`` too. With a ``journal`` (the open
-    transaction's records, fencing="broker") each record handed over is appended as (topic, value, key)."""
+    transaction's records, fencing="broker") each record handed over is appended as topic, value, key."""
 
     def __init__(
         self,
@@ -19,8 +19,15 @@ class FastProduce:
         lease: Lease,
         raw: Callable[..., None],
         slow: Callable[..., None],
-        journal: list[tuple[Any, ...]] | None = None,
+        journal: list[Any] | None = None,
+        pending: list[Any] | None = None,
+        pending_limit: int = 0,
     ) -> None: ...
+    def drain(self) -> None:
+        """Hand the records taken while a commit ran (``pending``: topic, value, key, partition
+        each) to ``raw`` in order and journal them; what ``raw`` refused stays, its error raised."""
+    buffering: bool
+    """A commit runs: records are appended to ``pending`` (up to ``pending_limit``), not handed over."""
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...
     @property
     def fast_calls(self) -> int:

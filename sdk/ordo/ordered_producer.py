@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -228,6 +228,7 @@ class OrderedProducer:
         # the producer's own transactions: produce() waits while one is committed or records of
         # an aborted one are sent again (_held); one commit, abort or renewal at a time
         self._held = False
+        self._committing = False  # the C path buffers (ordo._fastproduce), the Python path waits
         self._renewal_due = False  # the producer was fenced (or failed): a new one is needed
         self._started = False  # the first producer's transactions are initialised
         self._held_why = ""  # why records wait (cannot initialise transactions: the error)
@@ -249,6 +250,7 @@ class OrderedProducer:
             # its transactions start on the committer thread: produce() waits for them (up to
             # block_timeout), so a producer built while the coordinator is unreachable still builds
             self._held = self._renewal_due = True
+            self._commit_now.set()  # the committer's first turn starts them
         self._fast = self._fast_path(self.produce)
         if self._fast is not None:  # the method serves every other call
             self.__dict__["produce"] = self._fast
@@ -314,6 +316,7 @@ class OrderedProducer:
                 if (
                     state is None
                     or not (state.writable or (resending and self._sendable(state)))
+                    or (self._committing and not resending)
                     or time.monotonic() >= lease.until
                 ):
                     gate.release()
@@ -395,7 +398,7 @@ class OrderedProducer:
     def _journaled(own: Journal, entry: tuple[Any, ...], resending: bool) -> None:
         """A record handed over joins the open transaction's journal (with the gate held); one
         sent again leaves the records to send again in the same step."""
-        own.entries.append(entry)
+        own.record(entry)
         if resending:
             own.resend.popleft()
 
@@ -655,7 +658,7 @@ class OrderedProducer:
                     raise ProducerClosedError("the producer is closed; create a new one")
                 state = self._topics[topic]
                 lapsed = not self._liveness.holds(time.monotonic())
-                if not state.fence.blocked and not lapsed and not self._held:
+                if not state.fence.blocked and not lapsed and not self._held and not self._committing:
                     break
                 stalled = stalled or state.fence.blocked or lapsed
                 left = deadline - time.monotonic()
@@ -752,8 +755,16 @@ class OrderedProducer:
         delivery callback in the config that ordo's own transactions must hold per record."""
         if _FastProduce is None or self._hashes is None or self._default_delivery is not None:
             return None
-        journal = self._own.entries if self._own is not None else None
-        return _FastProduce(self._routes, self._lease, self._producer.produce, slow, journal)  # type: ignore[arg-type]
+        lease = self._lease
+        assert not isinstance(lease, _PyLease)  # the C module's Lease, built with it
+        own = self._own
+        if own is None:
+            return _FastProduce(self._routes, lease, self._producer.produce, slow)
+        # while a commit runs, records wait in ``pending`` up to librdkafka's own queue bound
+        limit = int(self._producer_config.get("queue.buffering.max.messages", 100_000))
+        return _FastProduce(
+            self._routes, lease, self._producer.produce, slow, own.entries, own.pending, limit
+        )
 
     def _route(self, topic: str, state: _TopicState) -> None:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
@@ -798,13 +809,20 @@ class OrderedProducer:
             except Exception:  # the next turn tries again; say why meanwhile
                 _log.exception("producer %s: committing its transaction failed", self.producer_id)
 
-    def _settle(self, timeout: float) -> bool:
-        """Whether everything queued before now is written (committed, with ordo's own
-        transactions): what acknowledging a fence promises. Records of an aborted transaction
-        still to send again do not count: they go by the count the fence leads to."""
-        if self._own is None:
+    def _settle(self, fenced: Collection[str], timeout: float) -> bool:
+        """Whether every record of the ``fenced`` topics queued before now is written (committed,
+        with ordo's own transactions): what acknowledging their fence promises. Records of an
+        aborted transaction still to send again do not count: they go by the count the fence
+        leads to. A commit hands over what was taken while it ran, so a second may be needed."""
+        own = self._own
+        if own is None:
             return int(self._producer.flush(timeout)) == 0
-        return self._commit_turn(timeout)
+        for _turn in range(3):
+            self._commit_turn(timeout)
+            with self._gate:
+                if not own.holds(fenced):
+                    return True
+        return False
 
     def _commit_turn(self, timeout: float) -> bool:
         """Renew a fenced producer, send again what an abort left, commit the open transaction;
@@ -836,19 +854,44 @@ class OrderedProducer:
             if not own.resend:
                 self._set_held(False)
             return []
-        self._set_held(True)  # produce() waits: librdkafka refuses records while it commits
+        self._set_committing(True)  # librdkafka refuses records while it commits: they wait
         producer = self._producer
         try:
             producer.commit_transaction(timeout)
         except KafkaException as error:
             self._commit_failed(producer, error.args[0], timeout)
             return []
-        with self._gate:
-            reports = own.committed()
-        producer.begin_transaction()
+        with self._lock:
+            with self._gate:
+                reports = own.committed()
+                producer.begin_transaction()
+                self._drain(producer)
+                self._set_committing_locked(False)
+            self._lock.notify_all()
         if not own.resend:
             self._set_held(False)
         return reports
+
+    def _drain(self, producer: Producer) -> None:
+        """Hand over what the C path took while the commit ran (with ``_gate`` held)."""
+        fast, own = self._fast, self._own
+        assert own is not None
+        while fast is not None and own.pending:
+            try:
+                fast.drain()
+            except BufferError:
+                producer.poll(0.05)  # librdkafka's queue is full: serve it, then hand the rest over
+
+    def _set_committing(self, committing: bool) -> None:
+        with self._lock:
+            with self._gate:
+                self._set_committing_locked(committing)
+            self._lock.notify_all()
+
+    def _set_committing_locked(self, committing: bool) -> None:
+        self._committing = committing
+        if self._fast is not None:
+            self._fast.buffering = committing
 
     def _commit_failed(self, producer: Producer, error: KafkaError, timeout: float) -> None:
         remedy = after_failure(error)
@@ -876,6 +919,7 @@ class OrderedProducer:
         self._own.aborted()
         for state in self._topics.values():
             state.unstamped = set(range(state.partitions))
+        self._set_committing_locked(False)
         self._held = True
         self._refresh_writable()
 
@@ -986,7 +1030,7 @@ class OrderedProducer:
         interval = self.session_timeout / 3
         while not self._stop.is_set():
             fenced = self._pending_fences()
-            if fenced and not self._settle(self.session_timeout):
+            if fenced and not self._settle(fenced, self.session_timeout):
                 # Records sent before the fence are not all written yet: acknowledging now would
                 # let the thresholds be read before them. Report liveness only; the next turn
                 # tries again (a fence that times out is aborted by the operator, or the

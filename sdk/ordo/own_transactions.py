@@ -14,7 +14,7 @@ producer for the id, reads the epoch log again and sends the aborted records aga
 the partition count it finds: nothing is lost and nothing lands by the old count.
 
 Here: the journal of the open transaction (every record as produce() was called; the C path
-appends ``(topic, value, key)``), the delivery callbacks held until the commit (so "delivered"
+appends topic, value and key to a flat list), the delivery callbacks held until the commit (so "delivered"
 means committed), the records to send again, and what a failed commit calls for
 (``after_failure``, pure). The producer's threads apply it under its locks.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -45,7 +45,7 @@ OWN_TRANSACTIONAL_PREFIX = "ordo-producer."
 the producers need Write and Describe on it, the operator Write, to fence them)."""
 
 Entry = tuple[Any, ...]
-"""A journaled record: ``(topic, value, key)`` from the C path, or produce()'s arguments
+"""A record to send again: ``(topic, value, key)`` of the C path, or produce()'s arguments
 ``(topic, value, key, partition, on_delivery, timestamp, headers)``."""
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 Report = tuple[DeliveryCallback, KafkaError | None, Any]
@@ -81,11 +81,16 @@ def after_failure(error: KafkaError) -> Remedy:
 
 class Journal:
     """The open transaction's records, its held delivery reports, and the records of aborted
-    transactions still to send again. ``entries`` is the list the C path appends to: cleared in
-    place, never replaced. Call with the producer's gate held (the C path runs under the GIL)."""
+    transactions still to send again. ``entries`` is the flat list the C path appends to, three
+    items a record (topic, value, key; a Python-path record puts its whole ``Entry`` first and two
+    Nones): cleared in place, never replaced. Call with the producer's gate held (the C path
+    runs under the GIL)."""
 
     def __init__(self) -> None:
-        self.entries: list[Entry] = []
+        self.entries: list[Any] = []
+        self.pending: list[Any] = []
+        """Records taken while the transaction commits (topic, value, key, partition each): the
+        C path's buffer, handed over (and journaled) once the next transaction begins."""
         self.resend: deque[Entry] = deque()
         """Records of aborted transactions, oldest first, not handed over again yet."""
         self.generation = 0
@@ -95,7 +100,26 @@ class Journal:
 
     def __len__(self) -> int:
         """Records handed to produce() and not committed yet."""
-        return len(self.entries) + len(self.resend)
+        return len(self.entries) // 3 + len(self.pending) // 4 + len(self.resend)
+
+    def record(self, entry: Entry) -> None:
+        """A record the Python path handed over joins the open transaction."""
+        self.entries.extend((entry, None, None))
+
+    def holds(self, topics: Collection[str]) -> bool:
+        """Whether a record of one of ``topics`` is handed over (or taken) and not committed."""
+        flat, taken = self.entries, self.pending
+        return any(
+            (flat[i][0] if flat[i].__class__ is tuple else flat[i]) in topics for i in range(0, len(flat), 3)
+        ) or any(taken[i] in topics for i in range(0, len(taken), 4))
+
+    def open_records(self) -> list[Entry]:
+        """The open transaction's records, oldest first."""
+        flat = self.entries
+        return [
+            flat[i] if flat[i].__class__ is tuple else (flat[i], flat[i + 1], flat[i + 2])
+            for i in range(0, len(flat), 3)
+        ]
 
     def hold(
         self, callback: Callable[[KafkaError | None, Any], None]
@@ -118,19 +142,25 @@ class Journal:
         return reports
 
     def aborted(self) -> None:
-        """The transaction was aborted (or its producer fenced): every record of it is to be sent
-        again, before the older ones still waiting; held reports are dropped (each record gets one
-        when it is written again)."""
+        """The transaction was aborted (or its producer fenced): every record of it, and those
+        taken while it committed, are to be sent again, before the older ones still waiting; held
+        reports are dropped (each record gets one when it is written again)."""
         with self._reports_lock:
             self.generation += 1
             self._reports.clear()
-        self.resend.extendleft(reversed(self.entries))
+        taken = self.pending
+        again = [
+            *self.open_records(),
+            *((taken[i], taken[i + 1], taken[i + 2]) for i in range(0, len(taken), 4)),
+        ]
+        self.resend.extendleft(reversed(again))
         self.entries.clear()
+        taken.clear()
 
     def give_up(self) -> list[Entry]:
         """Every record not committed, taken out (the producer closes without writing them)."""
-        lost = [*self.resend, *self.entries]
         self.aborted()
+        lost = list(self.resend)
         self.resend.clear()
         return lost
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
 from ordo.epochs import EpochHistory, stamped_epoch
@@ -303,3 +303,51 @@ def test_a_fence_is_acknowledged_only_once_what_was_sent_before_it_is_written(se
         acknowledged = time.monotonic()
         producer.poll(0)
         assert delivered and delivered[0] <= acknowledged
+
+
+def _committed_records(kafka: KafkaHandle, topic: str, partitions: int) -> list[Any]:
+    """Every committed record of ``topic`` (read_committed), partition by partition in offset order."""
+    counts = records_per_partition(kafka.bootstrap, topic, partitions)
+    consumer = Consumer(kafka.config(group_id="committed", isolation_level="read_committed"))
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if counts[p]])
+        messages = consume(consumer, sum(counts.values()))
+        return sorted(messages, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()
+
+
+def test_a_producer_fenced_through_the_broker_sends_its_aborted_records_again(setup: Setup) -> None:
+    """The operator fences a producer that does not acknowledge a fence with InitProducerId of its
+    transactional id: the broker aborts the open transaction and refuses the old producer. The
+    producer reopens and sends what was aborted again, in order: nothing lost, nothing twice."""
+    setup.writer.write(EpochHistory.initial(setup.topic, 3))
+    delivered: list[tuple[bytes, int]] = []
+
+    def note(error: Any, message: Any) -> None:
+        assert error is None, error
+        delivered.append((message.value(), message.offset()))
+
+    before = REGISTRY.get_sample_value("ordo_producer_fenced_total") or 0.0
+    with setup.producer(commit_interval=60.0) as producer:  # one open transaction until flush()
+        assert producer.transactional_id == f"ordo-producer.{producer.producer_id}"
+        for i in range(60):
+            producer.produce(setup.topic, f"{i}".encode(), key=f"k{i % 7}".encode(), on_delivery=note)
+        assert producer.poll(5) >= 0 and not delivered, "reports are held until the commit"
+        fencer = Producer(setup.kafka.config(transactional_id=producer.transactional_id))
+        fencer.init_transactions(30)  # what the operator does to a silent producer
+        for i in range(60, 120):
+            producer.produce(setup.topic, f"{i}".encode(), key=f"k{i % 7}".encode())
+        assert producer.flush(30) == 0
+        assert len(producer) == 0
+    records = _committed_records(setup.kafka, setup.topic, 3)
+    values = [int(m.value()) for m in records]
+    assert sorted(values) == list(range(120)), "each record once: the aborted ones were sent again"
+    for key in {m.key() for m in records}:
+        mine = [int(m.value()) for m in records if m.key() == key]
+        assert mine == sorted(mine), f"{key!r} out of order: {mine}"
+        assert len({m.partition() for m in records if m.key() == key}) == 1
+    assert sorted(int(v) for v, _ in delivered) == list(range(60)), "one report per record, after the commit"
+    committed_at = {(m.value(), m.offset()) for m in records}
+    assert set(delivered) <= committed_at, "a report names where the record was committed"
+    assert (REGISTRY.get_sample_value("ordo_producer_fenced_total") or 0.0) == before + 1
