@@ -102,7 +102,7 @@ def run() -> list[Result]:
         # the raw side with the delivery guarantees OrderedProducer defaults to (idempotence on,
         # bounded message timeout), so only the partitioning and the fence are compared
         raw = Producer({**config, **bounded_delivery(config)[0], "partitioner": "murmur2_random"})
-        ordo = OrderedProducer(config, commit_interval=float(__import__("os").environ.get("CI_INT", "0.1")))
+        ordo = OrderedProducer(config)
         lease = OrderedProducer(config, fencing="lease")
         sides: dict[str, tuple[Produce, Callable[[], object]]] = {
             "ordo": (lambda t, v, k: ordo.produce(t, v, key=k), lambda: ordo.flush(60)),
