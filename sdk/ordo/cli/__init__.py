@@ -1,10 +1,10 @@
 """The ``ordo`` command. Each subcommand lives in its own module with a ``register`` function.
 
-The SDK brings ``status``, ``verify`` and ``crds``. Other distributions add commands through the
-``ordo.cli`` entry point group (a ``register(commands)`` function each, given the argparse
-subparsers): ordo's test harness adds ``testbed``, ``sandbox`` and ``bench``. A plugin that fails to
-load is one warning line naming it, and the other commands work; without the harness its commands
-say in one line what to install.
+The SDK brings ``status``, ``verify``, ``crds`` and ``abort-fence``. Other distributions add
+commands through the ``ordo.cli`` entry point group (a ``register(commands)`` function each, given
+the argparse subparsers): ordo's test harness adds ``testbed``, ``sandbox`` and ``bench``. A plugin
+that fails to load is one warning line naming it, and the other commands work; without the harness
+its commands say in one line what to install.
 
 Logging goes to stderr: ordo's warnings always, and with ``--verbose`` its debug messages and the
 Kafka client's own lines (librdkafka, logger ``ordo.librdkafka``); without it those are left out and
@@ -42,7 +42,7 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import crds, status, verify  # subcommands import CliError from here
+    from . import abort_fence, crds, status, verify  # subcommands import CliError from here
 
     parser = argparse.ArgumentParser(
         prog="ordo",
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print debug messages and the Kafka client's own log lines (librdkafka)",
     )  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (status, verify, crds):
+    for module in (status, verify, crds, abort_fence):
         module.register(commands)
     load_plugins(commands, entry_points(group=PLUGINS_GROUP))
     for name, what in _HARNESS_COMMANDS.items():

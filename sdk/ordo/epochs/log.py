@@ -146,8 +146,10 @@ class EpochLogWriter:
             "message.max.bytes": MAX_CONTROL_RECORD_BYTES,
         }
         if transactional_id is not None:
-            config["transactional.id"] = transactional_id
+            # its fatal errors (fenced) are told here, not raised out of a poll or a flush
+            config = {"error_cb": self._failed, **config, "transactional.id": transactional_id}
         self._config = logged(config)
+        self.last_fatal: KafkaError | None = None
         self._producer = Producer(self._config)
         self._initialised = transactional_id is None
         self.fenced_writers = 0  # times init_transactions ran: the first, then after each failure
@@ -226,14 +228,20 @@ class EpochLogWriter:
         self._producer = Producer(self._config)
         self._initialised = self.transactional_id is None
 
+    def _failed(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.last_fatal = error
+
     def _commit(self, history: EpochHistory, timeout: float) -> None:
+        """One transaction of one record: committed (which waits for its delivery), or raises."""
         self._producer.begin_transaction()
         try:
-            self._write(history, timeout)
+            self._producer.produce(
+                self.topic, key=history.topic.encode(), value=history.model_dump_json().encode()
+            )
             self._producer.commit_transaction(timeout)
-        except (RuntimeError, KafkaException) as error:
-            fatal = isinstance(error, KafkaException) and error.args[0].fatal()
-            if not fatal:  # not committed: abort it, so a read_committed reader never sees it
+        except KafkaException as error:
+            if not error.args[0].fatal():  # not committed: aborted, so no read_committed reader sees it
                 with contextlib.suppress(KafkaException):  # else the next init_transactions aborts it
                     self._producer.abort_transaction(timeout)
             raise
@@ -261,7 +269,8 @@ class EpochLogWriter:
     def poll(self) -> None:
         """Serve the producer's callbacks and log lines (a client with a ``logger`` hands its
         lines over only when polled)."""
-        self._producer.poll(0)
+        with contextlib.suppress(KafkaException):  # a fenced producer's error: its next write tells it
+            self._producer.poll(0)
 
     def close(self) -> None:
         self._producer.flush(10)
