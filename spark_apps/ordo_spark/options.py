@@ -1,7 +1,8 @@
 """The ``ordo-kafka`` source's options, parsed once on the driver into a frozen value.
 
 Names and meanings are Spark's Kafka source's (structured-streaming-kafka-integration) wherever
-the ordering gate allows; ``epochTopic`` and ``gate`` are ordo's own. An option Spark has but
+the ordering gate allows; ``epochTopic``, ``gate``, ``maxTasks`` and ``misplacedRecords`` are
+ordo's own. An option Spark has but
 ordo cannot honour is refused with the reason and what to use instead; an unknown option is
 refused naming the closest known one, so a typo is never silently ignored.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "EndingOffsets",
+    "MisplacedRecords",
     "Mode",
     "SourceOptions",
     "StartingOffsets",
@@ -36,6 +38,9 @@ EARLIEST = -2  # Spark's Kafka source spells these -2 and -1 in offsets JSON
 LATEST = -1
 
 Mode = Literal["stream", "batch"]
+MisplacedRecords = Literal["fail", "deliver"]
+"""misplacedRecords: what a task does with a record placed by an old partition count after its
+partition's threshold (``ordo.epochs.placement``)."""
 StartingOffsets = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 EndingOffsets = Literal["latest"] | dict[str, dict[int, int]]
 StartingTimes = int | dict[str, dict[int, int]]
@@ -71,6 +76,7 @@ _ACCEPTED: dict[str, tuple[str, tuple[Mode, ...]]] = {
         ("epochTopic", _BOTH),
         ("gate", _BOTH),
         ("maxTasks", _BOTH),
+        ("misplacedRecords", _BOTH),
     ]
 }
 _WRONG_MODE = {
@@ -141,6 +147,7 @@ class SourceOptions:
     gate: bool = True
     poll_timeout_ms: int = 120_000
     max_tasks: int = DEFAULT_MAX_TASKS
+    misplaced_records: MisplacedRecords = "fail"
     fetch: Mapping[str, str] = field(default_factory=lambda: dict(_FETCH_DEFAULTS))
 
     @property
@@ -185,6 +192,7 @@ def parse_options(options: Mapping[str, str], mode: Mode = "stream") -> SourceOp
         )
     gate = _boolean("gate", lowered.get("gate", "true"))
     subscription = Subscription.parse(lowered, gate=gate)
+    misplaced = _misplaced(lowered.get("misplacedrecords"), gate)
     return SourceOptions(
         subscription=subscription,
         kafka=kafka,
@@ -203,6 +211,7 @@ def parse_options(options: Mapping[str, str], mode: Mode = "stream") -> SourceOp
         gate=gate,
         poll_timeout_ms=_poll_timeout(lowered),
         max_tasks=_positive("maxTasks", lowered.get("maxtasks")) or DEFAULT_MAX_TASKS,
+        misplaced_records=misplaced,
     )
 
 
@@ -282,6 +291,28 @@ def _integer(name: str, value: str, minimum: int, what: str) -> int:
 
 def _positive(name: str, value: str | None) -> int | None:
     return None if value is None else _integer(name, value, 1, "a positive integer")
+
+
+def _misplaced(value: str | None, gate: bool) -> MisplacedRecords:
+    """misplacedRecords: fail (the default, as failOnDataLoss) or deliver; judged only through
+    the epoch log, so only with the gate."""
+    if value is None:
+        return "fail"
+    if not gate:
+        raise ConfigError(
+            "ordo-kafka: option misplacedRecords needs gate=true: without the epoch log no record is "
+            "judged misplaced; remove it, or set gate=true"
+        )
+    lowered = value.strip().lower()
+    if lowered == "fail":
+        return "fail"
+    if lowered == "deliver":
+        return "deliver"
+    raise ConfigError(
+        f"ordo-kafka: option misplacedRecords must be fail (a task fails at a record placed by an old "
+        f"partition count after its threshold) or deliver (reads it as it is: topics whose keyed "
+        f"records are not placed by murmur2), got {value!r}"
+    )
 
 
 def _delay(value: str) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ordo.epochs import EpochHistory, Gate, GateKeeper
+from ordo.epochs.placement import Check, topic_checks
 
 from .options import EARLIEST, LATEST, StartingOffsets
 
@@ -32,6 +33,7 @@ __all__ = [
     "Watermarks",
     "all_epoch_segments",
     "available_now_target",
+    "checked_ranges",
     "decode",
     "encode",
     "epoch_segments",
@@ -85,6 +87,9 @@ class Slice:
     epochs: tuple[tuple[int, int], ...] = field(default=((0, 0),))
     """(first offset, epoch) from which each epoch holds in this partition, ascending; empty
     when the epoch log is not read (option gate=false)."""
+    checks: tuple[Check, ...] = ()
+    """Where in the range a record may be misplaced (``ordo.epochs.placement``), newest first;
+    empty when nowhere, or when the epoch log is not read."""
 
     def epoch_at(self, offset: int) -> int | None:
         if not self.epochs:
@@ -154,6 +159,20 @@ def all_epoch_segments(
 Segments = tuple[tuple[int, int], ...]
 _SEGMENTS: dict[int, tuple[EpochHistory, dict[int, Segments]]] = {}  # id -> (the history, its segments)
 _SEGMENTS_KEPT = 64  # histories: a query's topics, each kept until its history changes
+_CHECKS: dict[int, tuple[EpochHistory, dict[int, tuple[Check, ...]]]] = {}  # as _SEGMENTS
+
+
+def checked_ranges(history: EpochHistory | None, partition: int, start: int, end: int) -> tuple[Check, ...]:
+    """The ranges of ``partition`` in which a record of [start, end) may be misplaced
+    (``placement.topic_checks``, worked out once per history, as the segments are)."""
+    if history is None:
+        return ()
+    kept = _CHECKS.get(id(history))
+    if kept is None or kept[0] is not history:
+        if len(_CHECKS) >= _SEGMENTS_KEPT:
+            _CHECKS.clear()
+        kept = _CHECKS[id(history)] = (history, topic_checks(history.active_epochs))
+    return tuple(c for c in kept[1].get(partition, ()) if c.start < end and start < c.end)
 
 
 def _segments(history: EpochHistory) -> dict[int, Segments]:
@@ -295,7 +314,8 @@ def slices(start: Offsets, end: Offsets, histories: Mapping[str, EpochHistory | 
                 first = 0
             if first < stop:
                 epochs = segments.get(p, ())
-                result.append(Slice(topic, p, first, stop, epochs))
+                checks = checked_ranges(histories.get(topic), p, first, stop)
+                result.append(Slice(topic, p, first, stop, epochs, checks))
     return result
 
 

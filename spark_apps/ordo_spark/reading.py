@@ -1,5 +1,7 @@
 """Executor side: read a task's slices (each a whole offset range of one partition) into Arrow
-batches.
+batches. A record placed by an old partition count after its partition's threshold (misplaced,
+``ordo.epochs.placement``; looked for only in the slice's checked ranges) fails the task, or with
+misplacedRecords=deliver is read as it is; either way it is said and counted.
 
 Consumers are made lazily in the Python worker and kept for the next task of the same query
 (Spark reuses Python workers), since connecting costs more than a small batch's reading.
@@ -25,6 +27,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ordo import metrics
+from ordo.epochs.placement import judge
+from ordo.errors import MisplacedRecordError
+
+from .options import MisplacedRecords
 from .planning import DataLossError, Slice
 
 __all__ = ["SCHEMA", "close_consumers", "read_slice", "read_slices", "schema_for"]
@@ -81,10 +88,16 @@ def read_slice(
     *,
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
+    misplaced: MisplacedRecords = "fail",
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``piece`` in offset order, as batches of ``schema``."""
     return read_slices(
-        config, [piece], schema, fail_on_data_loss=fail_on_data_loss, poll_timeout_ms=poll_timeout_ms
+        config,
+        [piece],
+        schema,
+        fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=poll_timeout_ms,
+        misplaced=misplaced,
     )
 
 
@@ -107,6 +120,7 @@ def read_slices(
     *,
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
+    misplaced: MisplacedRecords = "fail",
 ) -> Iterator[pa.RecordBatch]:
     """The records of every piece as batches of ``schema``; each batch holds one piece's records,
     and each piece's come in offset order. The pieces are fetched side by side (one fetch serves
@@ -146,6 +160,8 @@ def read_slices(
                     if offset >= found.piece.end:
                         found.position = found.piece.end
                     else:
+                        if found.piece.checks:
+                            _look_at_placement(found.piece, message, offset, misplaced)
                         found.columns.add(message, offset)
                         found.position = offset + 1
                         if len(found.columns) >= _ROWS_PER_BATCH:
@@ -165,6 +181,26 @@ def read_slices(
                 )
     finally:
         consumer.unassign()  # stop prefetching for partitions this worker may not read next
+
+
+def _look_at_placement(piece: Slice, message: Message, offset: int, policy: MisplacedRecords) -> None:
+    """Fail at a misplaced record (misplacedRecords=fail), or let it be read; said and counted."""
+    found = judge(piece.checks, piece.partition, offset, message.key())
+    if found is None:
+        return
+    metrics.misplaced_records(piece.topic, 1)
+    what = f"ordo-kafka: {found.describe(piece.topic)}"
+    if policy == "deliver":
+        _log.warning("%s: read as it is (misplacedRecords=deliver)", what)
+        return
+    _log.warning("%s: the task fails (misplacedRecords=fail)", what)
+    raise MisplacedRecordError(
+        f"{what}. A producer wrote it by an old partition count after the expansion's thresholds, so "
+        "its key's order cannot be kept. Set the source option misplacedRecords to deliver to read "
+        "such records as they are (topics whose keyed records are not placed by murmur2: round-robin "
+        "or explicit producers).",
+        [message],
+    )
 
 
 def _on_error(

@@ -46,6 +46,7 @@ def read_partition(
         to_arrow_schema(schema, timezone="UTC"),
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
+        misplaced=options.misplaced_records,
     )
 
 

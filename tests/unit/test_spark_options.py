@@ -176,6 +176,16 @@ def test_bad_subscriptions_name_the_option(options: dict[str, str], named: str) 
         parse_options({"kafka.bootstrap.servers": "k:9092", **options})
 
 
+def test_misplaced_records_fail_by_default_and_deliver_on_request() -> None:
+    assert parse_options(BASE).misplaced_records == "fail"
+    assert parse_options({**BASE, "misplacedRecords": "Deliver"}, "batch").misplaced_records == "deliver"
+    with pytest.raises(ConfigError, match=r"misplacedRecords must be fail .* or deliver"):
+        parse_options({**BASE, "misplacedRecords": "skip"})
+    ungated = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders", "gate": "false"}
+    with pytest.raises(ConfigError, match="misplacedRecords needs gate=true"):
+        parse_options({**ungated, "misplacedRecords": "deliver"})
+
+
 def test_max_tasks_defaults_to_16_and_is_set_by_the_option() -> None:
     assert parse_options(BASE).max_tasks == 16
     assert parse_options({**BASE, "maxTasks": "512"}, "batch").max_tasks == 512

@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 from ordo.epochs import EpochHistory, GateKeeper
+from ordo.epochs.placement import NO_END
 from ordo_spark.options import parse_options
 from ordo_spark.planning import (
     DataLossError,
@@ -182,6 +183,18 @@ def test_slices_one_per_partition_with_records() -> None:
     assert [(s.partition, s.start, s.end) for s in pieces] == [(0, 10, 60), (3, 0, 5)]
     assert pieces[0].epochs == ((0, 0), (50, 1))
     assert slices({T: {0: 0}}, {T: {0: 5}}, {})[0].epochs == ()  # gate off: epochs unknown
+
+
+def test_slices_carry_the_ranges_where_a_record_may_be_misplaced() -> None:
+    """3 -> 6 at 50, then 6 -> 8 at 80: a slice holds the checked ranges it overlaps (those a
+    task looks at), none in epoch 0 or in a partition the epoch created, and none without the
+    epoch log."""
+    history = expanded((6, {0: 50, 1: 50, 2: 50}), (8, dict.fromkeys(range(6), 80)))
+    pieces = slices({T: {0: 10, 1: 85, 2: 10, 4: 0}}, {T: {0: 60, 1: 90, 2: 40, 4: 85}}, {T: history})
+    ranges = {s.partition: [(c.start, c.end, c.epoch) for c in s.checks] for s in pieces}
+    assert ranges == {0: [(50, 80, 1)], 1: [(80, NO_END, 2)], 2: [], 4: [(80, NO_END, 2)]}
+    assert pieces[0].checks[0].partitions == 6 and pieces[0].checks[0].earlier == (3,)
+    assert slices({T: {0: 0}}, {T: {0: 60}}, {})[0].checks == (), "gate off: nothing is checked"
 
 
 def test_available_now_target_reaches_every_threshold() -> None:

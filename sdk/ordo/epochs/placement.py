@@ -111,15 +111,18 @@ def checks(active: Sequence[Epoch], partition: int) -> tuple[Check, ...]:
     return topic_checks(active).get(partition, ())
 
 
-def judge(ranges: Sequence[Check], partition: int, offset: int, key: bytes | None) -> Check | None:
-    """The range under which the record is misplaced, or None; ``misplacement`` in the shape of
-    the hot path (the C scan does the same per record)."""
+def judge(ranges: Sequence[Check], partition: int, offset: int, key: bytes | None) -> Misplacement | None:
+    """``misplacement`` given the partition's ``checks`` (the C scan does the same per record)."""
     if key is None:
         return None
     for check in ranges:
         if check.start <= offset < check.end:
             h = to_positive(murmur2(key))
-            if h % check.partitions != partition and any(h % count == partition for count in check.earlier):
-                return check
+            belongs = h % check.partitions
+            if belongs == partition:
+                return None
+            for count in check.earlier:
+                if h % count == partition:
+                    return Misplacement(partition, offset, check.epoch, check.partitions, belongs, count)
             return None
     return None
