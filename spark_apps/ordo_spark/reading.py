@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 )
 
 from ordo import metrics
-from ordo.epochs.placement import judge
+from ordo.epochs.placement import Misplacement, judge
 from ordo.errors import MisplacedRecordError
 
 from .options import MisplacedRecords
@@ -160,8 +160,9 @@ def read_slices(
                     if offset >= found.piece.end:
                         found.position = found.piece.end
                     else:
-                        if found.piece.checks:
-                            _look_at_placement(found.piece, message, offset, misplaced)
+                        checks = found.piece.checks  # where a record may be misplaced: one call each
+                        if checks and (wrong := judge(checks, found.piece.partition, offset, message.key())):
+                            _misplaced(found.piece, message, wrong, misplaced)
                         found.columns.add(message, offset)
                         found.position = offset + 1
                         if len(found.columns) >= _ROWS_PER_BATCH:
@@ -183,11 +184,8 @@ def read_slices(
         consumer.unassign()  # stop prefetching for partitions this worker may not read next
 
 
-def _look_at_placement(piece: Slice, message: Message, offset: int, policy: MisplacedRecords) -> None:
+def _misplaced(piece: Slice, message: Message, found: Misplacement, policy: MisplacedRecords) -> None:
     """Fail at a misplaced record (misplacedRecords=fail), or let it be read; said and counted."""
-    found = judge(piece.checks, piece.partition, offset, message.key())
-    if found is None:
-        return
     metrics.misplaced_records(piece.topic, 1)
     what = f"ordo-kafka: {found.describe(piece.topic)}"
     if policy == "deliver":
