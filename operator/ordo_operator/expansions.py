@@ -24,6 +24,7 @@ from ordo.api import (
     OrderedTopicExpansionStatus,
 )
 from ordo.api.common import VERSION, set_condition
+from ordo.epochs.liveness import ProducerReport
 
 from . import metrics
 from .config import OperatorConfig
@@ -81,6 +82,7 @@ def _state(status: OrderedTopicExpansionStatus) -> ExpansionState:
         from_partitions=status.from_partitions,
         to_partitions=status.to_partitions,
         thresholds={int(p): o for p, o in status.thresholds.items()} or None,
+        fenced_through_kafka=frozenset(status.fenced_through_kafka),
     )
 
 
@@ -100,6 +102,8 @@ def _with_step(
     }
     if state.thresholds is not None:
         shown["thresholds"] = {str(p): o for p, o in sorted(state.thresholds.items())}
+    if state.fenced_through_kafka:
+        shown["fenced_through_kafka"] = sorted(state.fenced_through_kafka)
     return status.model_copy(update=shown)
 
 
@@ -134,14 +138,10 @@ def _world(
     started: float | None,
     state: ExpansionState,
 ) -> World:
-    producers = {
-        pid: ProducerView(
-            fenced_epoch=r.fenced.get(topic), partitioner=r.partitioner, partitions=r.partitions.get(topic)
-        )
-        for pid, r in side.live_producers(topic).items()
-    }
+    producers = {pid: _view(r, topic) for pid, r in side.live_producers(topic).items()}
     # before the fence too (Creating): a producer silent since may still land records
     fencing = state.phase in (ExpansionPhase.CREATING, ExpansionPhase.FENCING) and state.epoch is not None
+    silent = side.registry.silent(topic, state.epoch or 0) if fencing else {}
     return World(
         topic_partitions=side.partition_count(topic),
         history=side.epochs.history(topic),
@@ -150,6 +150,16 @@ def _world(
         max_partitions=settings.max_partitions,
         fencing_seconds=time.time() - started if started else 0.0,
         stragglers=side.stragglers(topic, state.epoch or 0) if fencing else {},
+        silent={pid: _view(r, topic) for pid, r in silent.items()},
+    )
+
+
+def _view(report: ProducerReport, topic: str) -> ProducerView:
+    return ProducerView(
+        fenced_epoch=report.fenced.get(topic),
+        partitioner=report.partitioner,
+        partitions=report.partitions.get(topic),
+        transactional_id=report.transactional_id,
     )
 
 
@@ -160,11 +170,9 @@ def _apply(side: KafkaSide, topic: str, step: Step) -> tuple[ExpansionState, str
         side.write_history(next_history(step.effect, topic, side.epochs.history(topic), state))
     elif step.effect == Effect.READ_THRESHOLDS:
         assert state.from_partitions is not None
-        thresholds = side.end_offsets(topic, state.from_partitions)
-        read = ExpansionState(
-            state.phase, state.epoch, state.from_partitions, state.to_partitions, thresholds, state.direct
-        )
-        return read, None
+        return replace(state, thresholds=side.end_offsets(topic, state.from_partitions)), None
+    elif step.effect == Effect.FENCE_PRODUCERS:
+        side.fence_producers(step.fence)
     elif step.effect == Effect.CREATE_PARTITIONS:
         assert state.to_partitions is not None
         note = side.create_partitions(topic, state.to_partitions, state.from_partitions or 0)
@@ -389,7 +397,8 @@ class _ExpansionDriver:
         except Exception as error:  # Kafka unreachable, a metadata request timed out, ...
             self._retry("reading Kafka", error)
             return _Wait(RETRY_SECONDS)
-        step = plan_expansion(spec.topic, spec.partitions, spec.fence_timeout_seconds, self.state, world)
+        timeout, grace = spec.fence_timeout_seconds, spec.fence_grace_seconds
+        step = plan_expansion(spec.topic, spec.partitions, timeout, self.state, world, grace)
         self.timer.enter(step.state.phase.value)
         now = time.time()
         if step.state.phase != ExpansionPhase.PENDING and self.started is None:

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ordo.epochs import EpochHistory
@@ -147,6 +147,42 @@ class KafkaSide:
         still land, with the seconds left (call after ``live_producers``, which reads the registry
         to its end)."""
         return self.registry.stragglers(topic, epoch, self.straggler_margin)
+
+    def fence_producers(self, transactional_ids: Mapping[str, str]) -> None:
+        """Have Kafka fence these producers (by id: their transactional ids), all at once:
+        InitProducerId of each id bumps its producer epoch, so the coordinator aborts its open
+        transaction (read_committed readers never see it) and every broker refuses its writes
+        from then on, whatever the producer's clocks say. Returns once every one is fenced (its
+        abort's markers written); raises KafkaException naming the first that failed (the pass
+        is retried: fencing twice is harmless)."""
+        failures: dict[str, str] = {}
+
+        def fence(producer_id: str, transactional_id: str) -> None:
+            try:
+                fencer = Producer({**self.config, "transactional.id": transactional_id})
+                fencer.init_transactions(self.timeout)
+                fencer.flush(0)  # its log lines
+            except KafkaException as error:
+                failures[producer_id] = f"{transactional_id}: {error.args[0].str()}"
+
+        threads = [
+            threading.Thread(target=fence, args=item, name=f"ordo-fence-{item[0]}", daemon=True)
+            for item in sorted(transactional_ids.items())
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            first = sorted(failures)[0]
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._FENCED,
+                    f"Kafka could not fence {len(failures)} producer(s) ({first}: {failures[first]}); "
+                    "the operator needs Write on their transactional ids (prefix 'ordo-producer.')",
+                )
+            )
+        _log.info("fenced through Kafka: %s", ", ".join(sorted(transactional_ids)))
 
     def _serve_logs(self) -> None:
         while not self._stop.wait(1.0):

@@ -5,6 +5,12 @@ producers write on meanwhile (they partition by the active epoch's count, not th
 they wait only for the fence, the end offsets and the publish, whatever the number of partitions
 created (1,024 new partitions take about 30 s to be served on one broker).
 
+A producer that does not acknowledge the fence (paused, frozen, cut off) and has a transactional
+id (``fencing="broker"``, the default) is fenced through Kafka: InitProducerId of its id aborts
+its open transaction and the broker refuses every later write of it, whatever its clocks say.
+Silent ones at once, live ones after the fence's grace. Only producers Kafka cannot fence
+(``fencing="lease"``) are still waited out (their session + delivery timeout + a margin).
+
 The shell reads the world (the broker's partition count, the topic's epoch history, the producer
 registry), asks ``plan_expansion`` for the next step, records the step's phase in status and only
 then performs its effect. Every effect is idempotent and every phase re-derives what is left to
@@ -44,6 +50,7 @@ _WIDEST_OFFSET = 2**63 - 1  # for sizing a history before its thresholds are rea
 
 class Effect(StrEnum):
     APPEND_FENCE = "append-fence"  # write epoch e in state fencing to the epoch log
+    FENCE_PRODUCERS = "fence-producers"  # InitProducerId of producers' transactional ids (Kafka fences them)
     ABORT_EPOCH = "abort-epoch"  # write epoch e as aborted: producers resume at the old count
     READ_THRESHOLDS = "read-thresholds"  # read every old partition's end offset, record in status
     CREATE_PARTITIONS = "create-partitions"  # CreatePartitions up to the target
@@ -58,6 +65,8 @@ class ProducerView:
     partitioner: str = "murmur2"
     partitions: int | None = None
     """The partition count it reports placing records by (None: an earlier ordo's producer)."""
+    transactional_id: str | None = None
+    """What Kafka can fence it by (None: fencing=lease or an earlier ordo's producer)."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +84,12 @@ class World:
     fencing_seconds: float = 0.0
     """Time since this expansion began fencing."""
     stragglers: Mapping[str, float] = field(default_factory=dict)
-    """Producers of the topic gone silent without closing or acknowledging this fence whose
-    queued records may still land, by id: seconds until they cannot (registry.stragglers)."""
+    """Producers of the topic gone silent without closing or acknowledging this fence, that Kafka
+    cannot fence, whose queued records may still land, by id: seconds until they cannot
+    (registry.stragglers)."""
+    silent: Mapping[str, ProducerView] = field(default_factory=dict)
+    """Every producer of the topic gone silent without closing or acknowledging this fence,
+    however long ago (registry.silent): those with a transactional id are fenced through Kafka."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,8 @@ class ExpansionState:
     served: bool = False
     """Creating: every partition up to the target exists and is served (the effect just returned).
     Not recorded: an operator that restarts creates again, which costs a metadata read."""
+    fenced_through_kafka: frozenset[str] = frozenset()
+    """Producers this expansion had Kafka fence: they count as fenced."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,8 @@ class Step:
     message: str
     requeue: float | None = None
     """Come back after this many seconds (waiting on producers or another expansion)."""
+    fence: Mapping[str, str] = field(default_factory=dict)
+    """FENCE_PRODUCERS: the producers to fence, by id: their transactional ids."""
 
     @property
     def terminal(self) -> bool:
@@ -115,9 +132,16 @@ def _fail(state: ExpansionState, reason: str, message: str) -> Step:
 
 
 def plan_expansion(
-    topic: str, target: int, fence_timeout: float, state: ExpansionState, world: World
+    topic: str,
+    target: int,
+    fence_timeout: float,
+    state: ExpansionState,
+    world: World,
+    fence_grace: float = 2.0,
 ) -> Step:
-    """The next step of the expansion of ``topic`` to ``target`` partitions."""
+    """The next step of the expansion of ``topic`` to ``target`` partitions. ``fence_grace``: how
+    long the fence waits for a live producer before it has Kafka fence it (at most half the
+    timeout)."""
     phase = state.phase
     if phase in TERMINAL:
         return Step(state, None, phase.value, "")
@@ -136,7 +160,8 @@ def plan_expansion(
     if ours is not None and ours.state == EpochState.ABORTED:
         return Step(_at(state, ExpansionPhase.ABORTED), None, "FenceTimeout", "the fence was aborted")
     if phase == ExpansionPhase.FENCING:
-        return _fence(topic, fence_timeout, state, world, ours is not None)
+        grace = min(fence_grace, fence_timeout / 2)
+        return _fence(topic, fence_timeout, grace, state, world, ours is not None)
     if phase == ExpansionPhase.EXPANDING:
         if state.thresholds is None:
             return Step(
@@ -163,9 +188,7 @@ def plan_expansion(
 
 
 def _at(state: ExpansionState, phase: ExpansionPhase) -> ExpansionState:
-    return ExpansionState(
-        phase, state.epoch, state.from_partitions, state.to_partitions, state.thresholds, state.direct
-    )
+    return replace(state, phase=phase, served=False)
 
 
 def _creating(state: ExpansionState) -> Step:
@@ -182,7 +205,9 @@ def _create_then_fence(topic: str, state: ExpansionState, world: World) -> Step:
     if not state.served:
         return _creating(state)
     live = world.producers
-    if live and all(p.partitioner == "round_robin" for p in live.values()):
+    # silent producers too: a paused murmur2 producer of a mixed topic still has key order to keep
+    everyone = [*live.values(), *world.silent.values()]
+    if live and all(p.partitioner == "round_robin" for p in everyone):
         return Step(
             replace(_at(state, ExpansionPhase.EXPANDING), direct=True),
             Effect.APPEND_FENCE,
@@ -273,30 +298,55 @@ def _validate(topic: str, target: int, state: ExpansionState, world: World) -> S
     return _creating(ExpansionState(ExpansionPhase.CREATING, epoch, current, target))
 
 
-def _fence(topic: str, fence_timeout: float, state: ExpansionState, world: World, appended: bool) -> Step:
+def _fence(
+    topic: str, fence_timeout: float, grace: float, state: ExpansionState, world: World, appended: bool
+) -> Step:
     if not appended:  # killed between recording Fencing and writing the log
         return Step(state, Effect.APPEND_FENCE, "Fencing", f"fencing producers of {topic!r}")
     epoch = state.epoch or 0
-    missing = sorted(n for n, p in world.producers.items() if (p.fenced_epoch or -1) < epoch)
+    done = state.fenced_through_kafka
+    missing = sorted(
+        n for n, p in world.producers.items() if (p.fenced_epoch or -1) < epoch and n not in done
+    )
     silent = sorted(world.stragglers)
+    # Kafka fences whoever can be fenced so: the silent at once, the live once the grace is over
+    fenceable = {
+        n: p.transactional_id for n, p in world.silent.items() if p.transactional_id and n not in done
+    }
+    if world.fencing_seconds >= grace:
+        fenceable.update((n, t) for n in missing if (t := world.producers[n].transactional_id) is not None)
+    if fenceable:
+        named = sorted(fenceable)
+        return Step(
+            replace(state, fenced_through_kafka=done | set(named)),
+            Effect.FENCE_PRODUCERS,
+            "FencingThroughKafka",
+            f"{len(named)} producer(s) of {topic!r} did not acknowledge epoch {epoch} "
+            f"({', '.join(named[:10])}): Kafka fences them (InitProducerId of their transactional "
+            "ids: their open transactions are aborted and their writes refused from now on)",
+            fence=fenceable,
+        )
     if not missing and not silent:
+        through = f", {len(done)} of them through Kafka" if done else ""
         return Step(
             _at(state, ExpansionPhase.EXPANDING),
             Effect.READ_THRESHOLDS,
             "Fenced",
-            f"all {len(world.producers)} producer(s) fenced after {world.fencing_seconds:.2f}s",
+            f"all {len(world.producers) + len(done - world.producers.keys())} producer(s) fenced after "
+            f"{world.fencing_seconds:.2f}s{through}",
         )
     if not missing and world.fencing_seconds < fence_timeout:
-        # A silent producer's queued records would land after the thresholds, placed by the old
-        # count: read them once nothing it queued can still be written.
+        # A silent producer Kafka cannot fence (fencing=lease) may still land records queued by
+        # the old count: read the thresholds once nothing it queued can still be written.
         left = max(world.stragglers.values())
         return Step(
             state,
             None,
             "WaitingForSilentProducers",
-            f"all {len(world.producers)} live producer(s) fenced; {len(silent)} producer(s) fell silent "
-            f"without acknowledging ({', '.join(silent[:10])}) and may still land records queued before: "
-            f"reading the thresholds in {left:.1f}s (their session + delivery timeout)",
+            f"all {len(world.producers)} live producer(s) fenced; {len(silent)} producer(s) with "
+            f"fencing=lease fell silent without acknowledging ({', '.join(silent[:10])}) and may still "
+            f"land records queued before: reading the thresholds in {left:.1f}s (their session + "
+            "delivery timeout)",
             requeue=min(left, STRAGGLER_POLL_SECONDS),
         )
     if world.fencing_seconds >= fence_timeout:
@@ -316,12 +366,14 @@ def _fence(topic: str, fence_timeout: float, state: ExpansionState, world: World
             f"{len(missing)} producer(s) did not acknowledge epoch {epoch} within {fence_timeout:g}s: "
             f"{', '.join(missing[:10])}; producers resume at {state.from_partitions} partitions",
         )
+    lease_only = [n for n in missing if world.producers[n].transactional_id is None]
+    wait = grace - world.fencing_seconds if len(lease_only) < len(missing) else FENCE_POLL_SECONDS
     return Step(
         state,
         None,
         "Fencing",
         f"waiting for {len(missing)} producer(s): {', '.join(missing[:10])}",
-        requeue=FENCE_POLL_SECONDS,
+        requeue=min(max(wait, 0.0), FENCE_POLL_SECONDS),
     )
 
 

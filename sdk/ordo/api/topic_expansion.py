@@ -61,7 +61,18 @@ class OrderedTopicExpansionSpec(Model):
         default=60,
         ge=1,
         le=3600,
-        description="Producers that do not acknowledge the fence by then abort the expansion.",
+        description="Producers that do not acknowledge the fence by then abort the expansion "
+        "(those that can be fenced through Kafka are fenced after fenceGraceSeconds instead).",
+    )
+    fence_grace_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=3600,
+        description="How long the fence waits for a live producer's acknowledgement (at most half "
+        "of fenceTimeoutSeconds) before it has Kafka fence the producer: InitProducerId of its "
+        "transactional id aborts its open transaction and refuses its writes, and it sends them "
+        "again by the new count. Silent producers are fenced at once; producers with "
+        "fencing=lease are waited for as before.",
     )
     kafka: KafkaConnection | None = Field(
         default=None, description="Kafka connection; the operator's default when absent."
@@ -89,6 +100,11 @@ class OrderedTopicExpansionStatus(Model):
         default=None, description="When the expansion began: partitions creation (RFC 3339)."
     )
     fenced_at: Timestamp | None = Field(default=None, description="When fencing began (RFC 3339).")
+    fenced_through_kafka: list[str] = Field(
+        default_factory=list,
+        description="Producers this expansion had Kafka fence (InitProducerId of their transactional "
+        "ids) because they did not acknowledge in time: they wrote nothing after the thresholds.",
+    )
     message: str = Field(default="", description="What happened last, for people.")
     conditions: list[Condition] = Field(
         default_factory=list,

@@ -28,6 +28,7 @@ __all__ = [
     "RegistryError",
     "live_reports",
     "parse_report",
+    "silent_reports",
     "stragglers",
 ]
 
@@ -111,16 +112,38 @@ def live_reports(heard: Iterable[HeardReport], topic: str, now: float) -> Mappin
     return {r.producer_id: r for r, at in heard if topic in r.topics and r.live(at, now)}
 
 
+def silent_reports(
+    heard: Iterable[HeardReport], topic: str, epoch: int, now: float
+) -> Mapping[str, ProducerReport]:
+    """Producers of ``topic`` that fell silent without closing or acknowledging the fence of
+    ``epoch``, however long ago: a process paused (SIGSTOP, a frozen VM whose clocks do not count
+    the pause) may wake at any time with records queued by the partition count it had."""
+    return {
+        report.producer_id: report
+        for report, at in heard
+        if topic in report.topics
+        and not report.closed
+        and not report.live(at, now)
+        and report.fenced.get(topic, -1) < epoch
+    }
+
+
 def stragglers(
     heard: Iterable[HeardReport], topic: str, epoch: int, now: float, margin: float
 ) -> Mapping[str, float]:
     """Producers of ``topic`` that fell silent without closing or acknowledging the fence of
-    ``epoch`` and whose queued records may still land (by id: seconds left). A process paused
-    (SIGSTOP, a VM or node freeze) or cut off with records in librdkafka's queue sends them when it
-    resumes, by the partition count it had: the thresholds must be read after them."""
+    ``epoch``, that Kafka cannot fence (no transactional id: fencing=lease, or an earlier ordo),
+    and whose queued records may still land (by id: seconds left). Such a process paused (SIGSTOP,
+    a VM or node freeze) or cut off with records in librdkafka's queue sends them when it resumes,
+    by the partition count it had: the thresholds must be read after them."""
     found: dict[str, float] = {}
     for report, at in heard:
-        if topic not in report.topics or report.live(at, now) or report.fenced.get(topic, -1) >= epoch:
+        if (
+            topic not in report.topics
+            or report.live(at, now)
+            or report.fenced.get(topic, -1) >= epoch
+            or report.transactional_id is not None
+        ):
             continue
         left = report.may_write_for(at, now, margin)
         if left > 0:
@@ -153,6 +176,10 @@ class ProducerLiveness(CompactedTopicReader[ProducerReport]):
                 for topic, count in report.partitions.items():
                     found.setdefault(topic, {})[report.producer_id] = count
         return found
+
+    def silent(self, topic: str, epoch: int) -> Mapping[str, ProducerReport]:
+        """``silent_reports`` of what this reader received."""
+        return silent_reports(self.heard().values(), topic, epoch, time.monotonic())
 
     def stragglers(self, topic: str, epoch: int, margin: float) -> Mapping[str, float]:
         """``stragglers`` of what this reader received (a reader that just started received

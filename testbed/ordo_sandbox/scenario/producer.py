@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         "--linger-ms", type=int, default=5, help="how long records wait in librdkafka's queue"
     )
     parser.add_argument(
+        "--fencing",
+        choices=("broker", "lease"),
+        default="broker",
+        help="OrderedProducer's fencing: broker (its own transactions, Kafka fences it) or lease",
+    )
+    parser.add_argument(
         "--delivery-timeout-ms",
         type=int,
         help="message.timeout.ms (default: ordo's, librdkafka's for --plain)",
@@ -83,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             block_timeout=60.0,
             epoch_topic=args.epoch_topic,
             registry_topic=args.registry_topic,
+            fencing=args.fencing,
         )
     rng = random.Random(args.id)
     sequence = [0] * args.keys

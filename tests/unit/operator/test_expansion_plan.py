@@ -415,3 +415,65 @@ def test_deleting_an_expansion_aborts_its_epoch_only_while_it_is_fencing(
         assert next_history(step.effect, T, after, step.state) == after, (
             "an operator killed mid-delete repeats it"
         )
+
+
+# -- fencing through Kafka (issue 42): producers with a transactional id are fenced, not waited out
+
+TX = "ordo-producer.p1"
+live_tx_not_acked = {
+    "p1": ProducerView(fenced_epoch=None, transactional_id=TX),
+    "p2": ProducerView(fenced_epoch=1),
+}
+
+
+def test_a_silent_producer_kafka_can_fence_is_not_waited_for_before_the_fence() -> None:
+    silent = {"gone": ProducerView(transactional_id="ordo-producer.gone")}
+    step = plan_expansion(T, 8, 60, SERVED, World(8, None, acked, silent=silent))
+    assert (step.state.phase, step.effect) == (P.FENCING, Effect.APPEND_FENCE)
+
+
+def test_a_silent_producer_is_fenced_through_kafka_at_once_once_the_fence_is_written() -> None:
+    silent = {"gone": ProducerView(transactional_id="ordo-producer.gone")}
+    step = plan_expansion(T, 8, 60, FENCING, World(8, _fencing_history(), acked, silent=silent))
+    assert step.effect == Effect.FENCE_PRODUCERS and step.reason == "FencingThroughKafka"
+    assert step.fence == {"gone": "ordo-producer.gone"}
+    assert step.state.phase == P.FENCING and step.state.fenced_through_kafka == {"gone"}
+    after = plan_expansion(T, 8, 60, step.state, World(8, _fencing_history(), acked, silent=silent))
+    assert (after.state.phase, after.effect) == (P.EXPANDING, Effect.READ_THRESHOLDS), "fenced counts as done"
+
+
+def test_a_live_producer_that_does_not_acknowledge_is_fenced_through_kafka_after_the_grace() -> None:
+    waiting = plan_expansion(
+        T, 8, 60, FENCING, World(8, _fencing_history(), live_tx_not_acked, fencing_seconds=1.0)
+    )
+    assert waiting.effect is None and waiting.reason == "Fencing" and waiting.requeue is not None
+    assert waiting.requeue <= 1.0
+    due = plan_expansion(
+        T, 8, 60, FENCING, World(8, _fencing_history(), live_tx_not_acked, fencing_seconds=2.0)
+    )
+    assert due.effect == Effect.FENCE_PRODUCERS and due.fence == {"p1": TX}
+    fenced = plan_expansion(
+        T, 8, 60, due.state, World(8, _fencing_history(), live_tx_not_acked, fencing_seconds=2.5)
+    )
+    assert fenced.effect == Effect.READ_THRESHOLDS
+
+
+def test_the_grace_is_at_most_half_the_fence_timeout() -> None:
+    world = World(8, _fencing_history(), live_tx_not_acked, fencing_seconds=1.5)
+    assert plan_expansion(T, 8, 3, FENCING, world, fence_grace=30).effect == Effect.FENCE_PRODUCERS
+
+
+def test_a_producer_kafka_cannot_fence_is_waited_for_until_the_timeout_as_before() -> None:
+    world = World(8, _fencing_history(), not_acked, fencing_seconds=30)
+    assert plan_expansion(T, 8, 60, FENCING, world).reason == "Fencing"
+    late = replace(world, fencing_seconds=60)
+    assert plan_expansion(T, 8, 60, FENCING, late).effect == Effect.ABORT_EPOCH
+
+
+def test_a_paused_murmur2_producer_keeps_a_mixed_topic_from_the_round_robin_shortcut() -> None:
+    live = {"r": ProducerView(partitioner="round_robin")}
+    silent = {"m": ProducerView(partitioner="murmur2", transactional_id="ordo-producer.m")}
+    mixed = plan_expansion(T, 8, 60, SERVED, World(8, None, live, silent=silent))
+    assert mixed.reason == "Fencing", "a key order to keep: fenced, not expanded directly"
+    only_round_robin = plan_expansion(T, 8, 60, SERVED, World(8, None, live))
+    assert only_round_robin.reason == "NothingToGate"
