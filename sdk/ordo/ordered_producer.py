@@ -230,6 +230,7 @@ class OrderedProducer:
         self._held = False
         self._committing = False  # the C path buffers (ordo._fastproduce), the Python path waits
         self._renewal_due = False  # the producer was fenced (or failed): a new one is needed
+        self._epochs_stale = False  # aborted: the epoch log is read again before records go again
         self._started = False  # the first producer's transactions are initialised
         self._held_why = ""  # why records wait (cannot initialise transactions: the error)
         self._commit_lock = threading.Lock()
@@ -848,6 +849,12 @@ class OrderedProducer:
             self._must_renew(fatal)
         if self._renewal_due and not self._renew_producer():
             return []
+        if own.resend and self._epochs_stale:
+            # an abort (a record failed, the coordinator timed the transaction out after a pause)
+            # means this producer may have missed news: nothing goes again by a replaced count
+            if not self._catch_up_epochs():
+                return []
+            self._epochs_stale = False
         if own.resend:
             self._send_again()
         if not own.entries:
@@ -917,6 +924,7 @@ class OrderedProducer:
         stamped again: the stamped ones were aborted); call with ``_lock`` and ``_gate`` held."""
         assert self._own is not None
         self._own.aborted()
+        self._epochs_stale = True
         for state in self._topics.values():
             state.unstamped = set(range(state.partitions))
         self._set_committing_locked(False)

@@ -4,9 +4,12 @@ A process frozen by SIGSTOP (as by a VM or node freeze) with records in librdkaf
 2 s), or whose Produce requests the network holds past its session, can wake after the operator
 judged it gone. Before ordo bounded that, the expansion went ahead without it, and on SIGCONT
 thousands of its queued records landed in the old partitions after the thresholds, by the old
-count: a fresh GatedConsumer group delivered keys out of order. Now the fence waits until
-nothing a silent producer queued can still land (its session and delivery timeout after its last
-report), and a producer whose lease lapsed queues nothing until it has re-read the epoch log.
+count: a fresh GatedConsumer group delivered keys out of order. Now, by default
+(``fencing="broker"``), the operator has Kafka fence it (InitProducerId of its transactional id):
+its open transaction is aborted and its writes refused, and on waking it sends them again by the
+new count; with ``fencing="lease"`` the fence waits until nothing a silent producer queued can
+still land (its session and delivery timeout after its last report), and a producer whose lease
+lapsed queues nothing until it has re-read the epoch log.
 
 Judged from what reached Kafka: the independent verifier (``ordo.verify``, a key found in two
 partitions within one epoch counts as out of order), and a fresh GatedConsumer group reading the
@@ -53,10 +56,16 @@ def expansions(
 
 
 def _workload(
-    bootstrap: str, topic: str, directory: Path, log_topics: tuple[str, str], delivery_ms: int, **kw: Any
+    bootstrap: str,
+    topic: str,
+    directory: Path,
+    log_topics: tuple[str, str],
+    delivery_ms: int,
+    fencing: str = "broker",
+    **kw: Any,
 ) -> Workload:
     epochs, registry = log_topics
-    options = ["--session-timeout", str(SESSION), "--linger-ms", str(LINGER_MS)]
+    options = ["--session-timeout", str(SESSION), "--linger-ms", str(LINGER_MS), "--fencing", fencing]
     return Workload(
         bootstrap, topic, directory, producers=2, consumers=2, keys=400, rate=1500,
         epoch_topic=epochs, registry_topic=registry,
@@ -128,34 +137,49 @@ def _delivery_failures(directory: Path) -> list[str]:
         line
         for path in directory.glob("producer-*.err")
         for line in path.read_text().splitlines()
-        if "failed" in line
+        if line.startswith("delivery of") and "failed" in line  # the application's callback said so
     ]
 
 
+@pytest.mark.parametrize("fencing", ["broker", "lease"])
 def test_a_producer_paused_past_its_session_lands_nothing_after_the_thresholds(
     kafka: KafkaHandle,
     kube: Kube,
     log_topics: tuple[str, str],
     expansions: tuple[Expansions, OperatorProcess],
     tmp_path: Path,
+    fencing: str,
 ) -> None:
     """SIGSTOP with 2 s of records queued while the topic grows 4 -> 8; SIGCONT once the expansion
-    completed. The fence waited out the paused producer's session and delivery timeout (6 s), so
-    on waking librdkafka failed its queued records (the application's callbacks say so) instead of
-    sending them by the old count, and it produced on with the new one."""
+    completed. broker: Kafka fenced the paused producer at once (no wait for its clocks); on
+    waking its aborted records went again by the new count, none lost. lease: the fence waited out
+    its session and delivery timeout (6 s), so on waking librdkafka failed its queued records (the
+    application's callbacks say so) instead of sending them by the old count. Either way it
+    produced on with the new count."""
     grow, _ = expansions
     epochs, _ = log_topics
     topic = kafka.create_topic(4)
-    workload = _workload(kafka.bootstrap, topic, tmp_path, log_topics, delivery_ms=6000).start_producers()
+    workload = _workload(
+        kafka.bootstrap, topic, tmp_path, log_topics, delivery_ms=6000, fencing=fencing
+    ).start_producers()
     with _paused_while_growing(kafka, grow, topic, workload) as paused:
         status = grow.wait_phase("grow", "Completed", 90)
         assert (status["fromPartitions"], status["toPartitions"]) == (4, 8)
-        waited = kube.events("WaitingForSilentProducers")
-        assert any("scenario-producer-0" in (e.message or "") for e in waited), [e.message for e in waited]
+        if fencing == "broker":
+            assert status.get("fencedThroughKafka") == ["scenario-producer-0"], status
+            assert not kube.events("WaitingForSilentProducers"), "Kafka fenced it: nothing to wait out"
+        else:
+            waited = kube.events("WaitingForSilentProducers")
+            assert any("scenario-producer-0" in (e.message or "") for e in waited), [
+                e.message for e in waited
+            ]
         paused.send_signal(signal.SIGCONT)
     failed = _delivery_failures(tmp_path)
     print(f"{len(failed)} queued records failed on waking, e.g. {failed[:1]}")
-    assert failed and all("timed out" in line for line in failed), failed[:3]
+    if fencing == "broker":
+        assert not failed, failed[:3]
+    else:
+        assert failed and all("timed out" in line for line in failed), failed[:3]
     woken = read_acknowledged([workload.delivered_path(0)]).values()
     assert any(int(where.split("@")[0][1:]) >= 4 for where in woken), (
         "the woken producer wrote by the new count"
@@ -170,13 +194,16 @@ def test_a_producer_that_wakes_while_the_fence_waits_for_it_is_fenced_before_the
     expansions: tuple[Expansions, OperatorProcess],
     tmp_path: Path,
 ) -> None:
-    """Paused past its session but not past its delivery timeout (15 s): it wakes while the fence
-    waits for it, sends what it had queued, re-reads the epoch log (fencing), acknowledges once
-    those records are written, and only then are the thresholds read. Nothing of it is lost."""
+    """fencing=lease, paused past its session but not past its delivery timeout (15 s): it wakes
+    while the fence waits for it, sends what it had queued, re-reads the epoch log (fencing),
+    acknowledges once those records are written, and only then are the thresholds read. Nothing
+    of it is lost. (With fencing=broker nothing waits for it: the test above.)"""
     grow, _ = expansions
     epochs, _ = log_topics
     topic = kafka.create_topic(4)
-    workload = _workload(kafka.bootstrap, topic, tmp_path, log_topics, delivery_ms=15_000).start_producers()
+    workload = _workload(
+        kafka.bootstrap, topic, tmp_path, log_topics, delivery_ms=15_000, fencing="lease"
+    ).start_producers()
     with _paused_while_growing(kafka, grow, topic, workload) as paused:
         wait_for(lambda: kube.events("WaitingForSilentProducers"), 60, "the fence to wait for the paused one")
         paused.send_signal(signal.SIGCONT)
@@ -185,18 +212,22 @@ def test_a_producer_that_wakes_while_the_fence_waits_for_it_is_fenced_before_the
     _judge(kafka, topic, epochs, workload, tmp_path)
 
 
+@pytest.mark.parametrize("fencing", ["broker", "lease"])
 def test_a_producer_whose_produce_requests_are_held_past_its_session_lands_nothing_after_the_thresholds(
     kafka: KafkaHandle,
     kube: Kube,
     log_topics: tuple[str, str],
     operator_process: Callable[..., OperatorProcess],
     tmp_path: Path,
+    fencing: str,
 ) -> None:
     """The fault proxy holds every Produce request of one producer (its records and its liveness
-    reports) for 6 s, twice its session, while the topic grows: the operator judges it gone and
-    waits until what it sent can no longer land (session + 10 s delivery timeout); the held
-    records reach the broker before the thresholds are read, none is lost. The other producer and
-    the operator reach the broker directly."""
+    reports) for 6 s, twice its session, while the topic grows: the operator judges it gone.
+    broker: Kafka fences it at once; the held requests reach the broker after that and are
+    refused, and the producer sends them again by the new count. lease: the operator waits until
+    what it sent can no longer land (session + 10 s delivery timeout); the held records reach the
+    broker before the thresholds are read. Either way none is lost. The other producer and the
+    operator reach the broker directly."""
     epochs, _ = log_topics
     operator = operator_process()
     operator.bootstrap = kafka.direct_bootstrap
@@ -209,6 +240,7 @@ def test_a_producer_whose_produce_requests_are_held_past_its_session_lands_nothi
         tmp_path,
         log_topics,
         delivery_ms=10_000,
+        fencing=fencing,
         producer_bootstraps=[kafka.bootstrap],
     ).start_producers()
     try:
