@@ -129,6 +129,16 @@ class CompactedTopicReader(Generic[V]):
         after one that is still open lies beyond it, and a new owner stopping there would start
         from an older checkpoint and copy a unit twice (the chaos soak found it)."""
         deadline = time.monotonic() + timeout
+        high = self.end_offset(timeout)
+        if high is None:
+            return False
+        # not read_up_to(): at an empty topic's end (0) this still waits for the reader to get there
+        return self.wait_for(lambda: self._position >= high, max(0.0, deadline - time.monotonic()))
+
+    def end_offset(self, timeout: float) -> int | None:
+        """The topic's high watermark now, asked of its leader (None when it did not answer
+        within ``timeout``): everything written before the call lies below it."""
+        deadline = time.monotonic() + timeout
         with self._probe_lock:  # the reader's own consumer is busy polling on its thread
             if self._probe is None:
                 config = reader_config(self._config, f"probe-{self.topic}")
@@ -145,14 +155,13 @@ class CompactedTopicReader(Generic[V]):
                     # its leader may have moved: the probe, never assigned, would not hear of it
                     relearn_leaders(self._probe, self.topic, max(0.1, min(1.0, deadline - time.monotonic())))
                     if left <= 0.2:
-                        return False
+                        return None
                     self._stop.wait(0.2)
                 finally:
                     drain(self._probe)  # its log lines: the probe is never polled otherwise
         with self._changed:
             self._end = high
-        # not read_up_to(): at an empty topic's end (0) this still waits for the reader to get there
-        return self.wait_for(lambda: self._position >= high, max(0.0, deadline - time.monotonic()))
+        return int(high)
 
     def read_up_to(self, offset: int, timeout: float) -> bool:
         """Wait until every record below ``offset`` has been read and applied (accepted or

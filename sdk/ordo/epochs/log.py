@@ -152,6 +152,7 @@ class EpochLogWriter:
         self.last_fatal: KafkaError | None = None
         self._producer = Producer(self._config)
         self._initialised = transactional_id is None
+        self._own_end: int | None = None  # the log's end after this writer's last commit (its marker)
         self.fenced_writers = 0  # times init_transactions ran: the first, then after each failure
 
     def ready(self, timeout: float) -> bool:
@@ -198,8 +199,7 @@ class EpochLogWriter:
         self.ready(timeout)
         wrote = False
         for _ in range(_REWRITES + 1):
-            if not log.catch_up(max(0.0, deadline - time.monotonic())):
-                raise TimeoutError(f"the epoch log is not read to its end: {log.describe()}")
+            self._read_to_end(log, deadline)
             current = log.history(topic)
             if current is not None and current != history:
                 reason = history.why_not_after(current)
@@ -223,6 +223,16 @@ class EpochLogWriter:
                 raise TimeoutError(f"the epoch log does not read back {topic}'s new history yet")
         raise RuntimeError(f"epoch log {self.topic}: refused records keep following {topic}'s newest history")
 
+    def _read_to_end(self, log: EpochLog, deadline: float) -> None:
+        """``log.catch_up``, except that when the log ends with this writer's own last commit
+        the reader is through once it read that record: a reader passes a trailing commit
+        marker only at its next empty poll (100 ms), which every write would otherwise wait."""
+        high = log.end_offset(max(0.0, deadline - time.monotonic()))
+        if high is not None and high == self._own_end:
+            high -= 1  # the marker after our record: nothing was written since
+        if high is None or not log.read_up_to(high, max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"the epoch log is not read to its end: {log.describe()}")
+
     def _renew(self) -> None:
         self._producer.purge()
         self._producer = Producer(self._config)
@@ -234,12 +244,21 @@ class EpochLogWriter:
 
     def _commit(self, history: EpochHistory, timeout: float) -> None:
         """One transaction of one record: committed (which waits for its delivery), or raises."""
+        written: list[int] = []
+
+        def delivered(error: KafkaError | None, message: Any) -> None:
+            if error is None:
+                written.append(message.offset())
+
+        self._own_end = None
         self._producer.begin_transaction()
         try:
             self._producer.produce(
-                self.topic, key=history.topic.encode(), value=history.model_dump_json().encode()
-            )
+                self.topic, key=history.topic.encode(), value=history.model_dump_json().encode(),
+                on_delivery=delivered,
+            )  # fmt: skip
             self._producer.commit_transaction(timeout)
+            self._own_end = written[-1] + 2 if written else None  # the record, then its commit marker
         except KafkaException as error:
             if not error.args[0].fatal():  # not committed: aborted, so no read_committed reader sees it
                 with contextlib.suppress(KafkaException):  # else the next init_transactions aborts it
