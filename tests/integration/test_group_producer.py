@@ -20,14 +20,16 @@ from ordo.errors import (
     ProducerFencedError,
     TransactionScopeError,
 )
-from ordo.group import GroupProducer, Rebalance
+from ordo.group import Checkpoint, GroupProducer, Rebalance
 from ordo.member_wire import (
     ACK_ANNOTATION,
     ASSIGNMENT_ANNOTATION,
     GroupSettings,
     MemberAssignment,
+    checkpoint_key,
     transactional_id,
 )
+from ordo_sandbox.scenario.sources import verify_sources
 from ordo_testbed.kafka import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import consume, end_offsets
@@ -49,6 +51,7 @@ class Member:
         registry: str,
         exactly_once: bool,
         api_client: Any = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         self.kafka, self.kube = kafka, kube
         self.events: list[Rebalance] = []
@@ -58,7 +61,7 @@ class Member:
         )
         self.generation = 0
         self.producer = GroupProducer(
-            kafka.config(linger_ms=2),
+            {**kafka.config(linger_ms=2), **(config or {})},
             namespace=kube.namespace,
             pod="member",
             group="g",
@@ -323,26 +326,107 @@ def test_subscribe_hands_each_rebalance_with_the_whole_current_assignment(member
     ]
 
 
-def test_a_fenced_partition_is_lost_and_the_rest_of_the_assignment_stays(
+def test_a_partition_a_newer_owner_fenced_is_lost_for_good_and_the_rest_of_the_assignment_stays(
     member: Member, kafka: KafkaHandle
 ) -> None:
     if not member.settings.exactly_once:
         pytest.skip("transactions only: fencing is a Kafka transaction's")
     member.assign(0, 1)
     member.commit(1, "c1")
-    # another owner of source partition 0 (as after a handoff the member missed) fences this one
-    usurper = Producer(kafka.config(transactional_id=transactional_id(member.kube.namespace, "g", 0)))
-    usurper.init_transactions(30)
+    # source partition 0's newer owner (as after a handoff this member missed): its
+    # init_transactions fences this member's producer, and its first unit commits a checkpoint of
+    # its newer generation
+    owner = Producer(kafka.config(transactional_id=transactional_id(member.kube.namespace, "g", 0)))
+    owner.init_transactions(30)
+    owner.begin_transaction()
+    newer = Checkpoint.now("theirs", "other-member", member.generation + 1)
+    owner.produce(
+        member.settings.checkpoint_topic, newer.encode(), checkpoint_key(member.kube.namespace, "g", 0)
+    )
+    owner.commit_transaction(30)
+    wait_for(lambda: member.producer.checkpoint(0) == "theirs", 10, "the new owner's checkpoint read")
     with (
-        pytest.raises(ProducerFencedError, match="another member took it over"),
+        pytest.raises(ProducerFencedError, match="dropped: a checkpoint of generation 2"),
         member.producer.transaction(0) as tx,
     ):
         tx.produce(member.topic, b"late", b"k")
         tx.commit("late")
     lost = member.events[-1]
-    assert (lost.lost, lost.assigned, lost.revoked, lost.assignment) == ([0], {}, [], {1: "c1"})
+    assert (lost.lost, lost.retaking, lost.assigned, lost.revoked) == ([0], {}, {}, [])
+    assert lost.assignment == {1: "c1"}
     assert member.producer.owned() == [1]
+    with pytest.raises(NotOwnedError, match="source partition 0 is not assigned"):
+        member.producer.transaction(0)
     assert member.committed(member.topic) == [b"x"], "the fenced unit is not in Kafka"
+
+
+def source_record(p: int, seq: int, generation: int) -> bytes:
+    """A record as ``ordo_sandbox.scenario.group_member`` writes it, for the source verifier."""
+    return json.dumps({"p": p, "seq": seq, "member": "member", "generation": generation}).encode()
+
+
+def copy(member: Member, p: int, start: int, end: int, batch: int = 5) -> None:
+    """Copy source records ``start``..``end - 1`` of ``p`` in units of ``batch``, each committed
+    with the checkpoint "next record to copy"; returns once the last one is readable."""
+    for first in range(start, end, batch):
+        last = min(first + batch, end)
+        with member.producer.transaction(p) as tx:
+            for seq in range(first, last):
+                tx.produce(member.topic, source_record(p, seq, tx.generation), f"src-{p}".encode())
+            tx.commit(str(last))
+    wait_for(lambda: member.producer.checkpoint(p) == str(end), 10, "the checkpoint to be readable")
+
+
+@pytest.mark.parametrize("fault", ["coordinator timeout", "fenced from outside"])
+def test_a_unit_whose_producer_failed_without_a_new_owner_is_taken_back_and_done_again(
+    fault: str, kafka: KafkaHandle, kube: Kube, pods: PodSet, log_topics: tuple[str, str]
+) -> None:
+    """A unit's producer becomes unusable while the member still owns its partition: the
+    coordinator aborted the unit's transaction, held open past ``transaction.timeout.ms``; or
+    InitProducerId on its transactional id from outside, as the operator fences a silent unit at
+    an expansion. Kafka says ``_FENCED`` for both, as for a new owner, but no newer owner has it:
+    the member takes it back (``lost``, then ``assigned`` with the checkpoint) and the unit is done
+    again from there, so the source verifier finds every record exactly once."""
+    pods.start("member", [sys.executable, "-c", "import time; time.sleep(600)"])
+    timeout = {"transaction.timeout.ms": 2000} if fault == "coordinator timeout" else {}
+    member = Member(kafka, kube, *log_topics, exactly_once=True, config=timeout)
+    try:
+        member.assign(0, 1)
+        copy(member, 0, 0, 10)
+        copy(member, 1, 0, 10)
+        before = _ends(kafka, member.topic, "read_uncommitted")
+        tx = member.producer.transaction(0)
+        for seq in range(10, 15):
+            tx.produce(member.topic, source_record(0, seq, tx.generation), b"src-0")
+        if fault == "coordinator timeout":
+            # held open past its timeout: the coordinator aborts it (a marker after its 5 records)
+            wait_for(
+                lambda: (
+                    _ends(kafka, member.topic, "read_committed")
+                    == _ends(kafka, member.topic, "read_uncommitted")
+                    >= before + 6
+                ),
+                30,
+                "the coordinator to abort the open unit",
+            )
+        else:
+            wait_for(lambda: _ends(kafka, member.topic, "read_uncommitted") >= before + 5, 20, "the records")
+            operator = Producer(kafka.config(transactional_id=transactional_id(kube.namespace, "g", 0)))
+            operator.init_transactions(30)  # fences the unit's producer and aborts the open unit
+        with pytest.raises(ProducerFencedError, match="takes it back in 1s"):
+            tx.commit("15")
+        lost = member.events[-1]
+        assert (lost.lost, lost.retaking, lost.assignment) == ([0], {0: 1.0}, {1: "10"})
+        assert member.producer.owned() == [1]
+        wait_for(lambda: member.events[-1].assigned == {0: "10"}, 30, "source partition 0 taken back")
+        assert member.events[-1].assignment == {0: "10", 1: "10"}
+        assert member.producer.owned() == [0, 1]
+        copy(member, 0, 10, 20)
+        copy(member, 1, 10, 20)
+        verdict = verify_sources(kafka.bootstrap, member.topic, {0: 20, 1: 20})
+        assert verdict.ok and verdict.records == 40, verdict.summary() + "; " + "; ".join(verdict.examples)
+    finally:
+        member.producer.close()
 
 
 def test_a_member_that_cannot_renew_its_lease_loses_everything_and_takes_it_again(

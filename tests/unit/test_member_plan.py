@@ -1,13 +1,22 @@
 """A member's reaction to an assignment (``plan_assignment``), by property: whatever it holds and
 whatever comes, it hands back exactly what it may no longer produce, takes exactly what it lacks
-and acknowledges what it was given."""
+and acknowledges what it was given. And to a unit whose producer failed (``plan_retake``): it
+takes the partition back unless a newer owner has it, after a wait that grows and is capped."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ordo.group.plan import plan_assignment
+from ordo.group.plan import (
+    RETAKE_FIRST_SECONDS,
+    RETAKE_MAX_SECONDS,
+    UnitFailure,
+    plan_assignment,
+    plan_retake,
+    retake_delay,
+)
+from ordo.group.transaction import UNIT_HEADROOM_SECONDS, unit_transaction_timeout_ms
 from ordo.member_wire import GroupSettings, MemberAssignment
 
 DEFAULT = GroupSettings(session_timeout_seconds=30, exactly_once=True, checkpoint_topic="__ordo_checkpoints")
@@ -83,3 +92,74 @@ def test_a_partition_dropped_while_releasing_is_taken_again_if_still_assigned() 
     assert plan.release == (3,)
     assert plan.to_take({0, 1}) == [2]
     assert plan.to_take({0}) == [1, 2], "1 was fenced away meanwhile: the assignment still names it"
+
+
+# -- a unit whose producer failed: take the partition back, or leave it to the newer owner ------
+
+failures = st.builds(
+    UnitFailure,
+    exactly_once=st.booleans(),
+    assigned=st.booleans(),
+    generation=st.integers(0, 100),
+    checkpoint_generation=st.none() | st.integers(0, 100),
+    failures=st.integers(1, 1000),
+)
+
+
+@given(failures)
+def test_only_a_partition_no_newer_owner_has_is_taken_back(failure: UnitFailure) -> None:
+    plan = plan_retake(failure)
+    newer_owner = not failure.assigned or (
+        failure.checkpoint_generation is not None and failure.checkpoint_generation > failure.generation
+    )
+    assert plan.retake == (failure.exactly_once and not newer_owner), plan.why
+    if plan.retake:
+        assert RETAKE_FIRST_SECONDS <= plan.delay <= RETAKE_MAX_SECONDS
+        assert f"{plan.delay:g}s" in plan.why, "the log line says when"
+    else:
+        assert plan.delay == 0 and plan.why
+
+
+@given(st.integers(1, 1000))
+def test_the_wait_grows_with_failures_in_a_row_and_is_capped(n: int) -> None:
+    assert retake_delay(1) == RETAKE_FIRST_SECONDS, "the first attempt after a second"
+    assert retake_delay(n) <= retake_delay(n + 1) <= RETAKE_MAX_SECONDS
+    assert retake_delay(n + 1) == min(RETAKE_MAX_SECONDS, 2 * retake_delay(n)), "doubling up to the cap"
+
+
+def test_the_cases_the_member_meets() -> None:
+    def plan(**facts: object) -> tuple[bool, float]:
+        base: dict[str, object] = {
+            "exactly_once": True,
+            "assigned": True,
+            "generation": 7,
+            "checkpoint_generation": 7,
+            "failures": 1,
+        }
+        decided = plan_retake(UnitFailure(**{**base, **facts}))  # type: ignore[arg-type]
+        return decided.retake, decided.delay
+
+    # the coordinator timed the transaction out, or the operator fenced a silent unit: the
+    # member's own checkpoint (or one of an older owner's) is the last, the assignment names it
+    assert plan() == (True, 1.0)
+    assert plan(checkpoint_generation=None) == (True, 1.0), "nothing committed yet"
+    assert plan(checkpoint_generation=3) == (True, 1.0), "an older owner's checkpoint"
+    assert plan(failures=3) == (True, 4.0)
+    # a newer owner: the member's assignment moved on, or the new owner already committed
+    assert plan(assigned=False) == (False, 0.0)
+    assert plan(checkpoint_generation=8) == (False, 0.0)
+    assert plan(exactly_once=False) == (False, 0.0), "at-least-once: no partition's own producer"
+
+
+def test_a_units_transaction_outlasts_a_fence_and_the_delivery_timeout() -> None:
+    """produce() may wait ``block_timeout`` in a fence and its records then take up to the
+    delivery timeout: the coordinator must not abort the unit for that (it took 60 s, Kafka's
+    default, while a fence alone may take 60 s)."""
+    assert unit_transaction_timeout_ms({}, 60.0, 30_000) == 120_000
+    assert unit_transaction_timeout_ms({}, 10.0, 300_000) == 340_000
+    for block, delivery in [(60.0, 30_000), (1.0, 1_000), (300.0, 120_000)]:
+        timeout = unit_transaction_timeout_ms({}, block, delivery)
+        assert timeout >= block * 1000 + delivery + UNIT_HEADROOM_SECONDS * 1000
+    assert unit_transaction_timeout_ms({"transaction.timeout.ms": 2000}, 60.0, 30_000) == 2000, (
+        "the application's own setting stands"
+    )

@@ -9,6 +9,9 @@ generation acknowledged, and only then does the operator hand the partition to a
 A member that owns partitions and neither calls ``alive()`` nor commits a unit within the group's
 ``maxIdleSeconds`` steps out: it aborts its open units, gives its Lease up and tells the
 application its partitions are lost; the operator moves them at once. ``alive()`` brings it back.
+
+A unit whose producer fails (fenced or another fatal error) loses its partition at once; unless a
+newer owner has it (``plan_retake``), the member takes it back after a growing wait.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client import ApiClient
 
-from .._clients import drain, logged
+from .._clients import bounded_delivery, drain, logged
 from ..control_topics import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ..epochs.log import EpochLog
 from ..errors import ConfigError, DeliveryError, NotOwnedError, ProducerClosedError, TransactionScopeError
@@ -38,8 +41,8 @@ from ..ordered_producer import OrderedProducer
 from .checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from .idle import IdleClock
 from .membership import Membership
-from .plan import AssignmentPlan, plan_assignment
-from .transaction import SourceTransaction
+from .plan import AssignmentPlan, UnitFailure, plan_assignment, plan_retake, retake_delay
+from .transaction import SourceTransaction, unit_transaction_timeout_ms
 
 __all__ = ["GroupProducer", "Rebalance"]
 
@@ -65,6 +68,10 @@ class Rebalance:
     assignment: dict[int, str | None] = field(default_factory=dict)
     """Every source partition this member owns after the event → its last committed checkpoint
     (KIP-509's partition map): the whole current map, not only what changed."""
+    retaking: dict[int, float] = field(default_factory=dict)
+    """Of ``lost``: the partitions the member takes back by itself (their unit's producer failed
+    and no newer owner has them) → seconds until it tries; an ``assigned`` event with the
+    checkpoint to resume from follows once it has."""
 
 
 @dataclass
@@ -89,7 +96,10 @@ class GroupProducer:
         partitioner: str = "murmur2",
         epoch_topic: str = DEFAULT_EPOCH_TOPIC,
         registry_topic: str = DEFAULT_REGISTRY_TOPIC,
+        block_timeout: float = 60.0,
     ) -> None:
+        """``block_timeout``: how long a unit's ``produce()`` may wait in a fence (its producers'
+        own); a unit's transaction timeout covers it (``unit_transaction_timeout_ms``)."""
         if "bootstrap.servers" not in kafka_config:
             raise ConfigError("kafka_config needs bootstrap.servers")
         if "transactional.id" in kafka_config:
@@ -101,6 +111,7 @@ class GroupProducer:
         self._kafka = dict(kafka_config)
         self._partitioner = partitioner
         self._registry_topic = registry_topic
+        self._block_timeout = block_timeout
         self._listener = listener
         # polled after each use (drain): that hands over its log lines
         self._admin = AdminClient(logged(self._kafka))
@@ -125,6 +136,12 @@ class GroupProducer:
         # apart so that a unit's end wakes no idle watch (a thread switch per transaction)
         self._units_changed = threading.Condition(lock)
         self._slots: dict[int, _Slot] = {}
+        self._target: frozenset[int] = frozenset()  # what the applied assignment gives the member
+        # partitions lost to a failed producer that the member takes back -> the attempt's token
+        self._retaking: dict[int, object] = {}
+        self._failures: dict[int, int] = {}  # failed units in a row since the partition's last commit
+        # one change of what the member holds at a time: an assignment or a partition taken back
+        self._applying = threading.Lock()
         self._generation = -1
         self._settings: GroupSettings | None = None
         self._checkpoints: CheckpointLog | None = None
@@ -271,6 +288,10 @@ class GroupProducer:
     # -- assignment changes (on the membership's watch thread) -------------------------------
 
     def _on_assignment(self, assignment: MemberAssignment | None) -> None:
+        with self._applying:
+            self._apply(assignment)
+
+    def _apply(self, assignment: MemberAssignment | None) -> None:
         """Apply an assignment (``plan_assignment`` says what to release, take and acknowledge):
         hand back, adopt the settings, open the producers of what is taken, read the checkpoints,
         announce, acknowledge."""
@@ -282,6 +303,10 @@ class GroupProducer:
             )
             for p in plan.release:
                 self._slots[p].revoking = True
+            self._target = plan.target
+            for p in [p for p in self._failures if p not in plan.target]:
+                del self._failures[p]
+            self._lock.notify_all()  # a partition waiting to be taken back that left: its wait ends
         if plan.restart:
             _log.warning(
                 "member %s: the group's settings changed (%s); restarting its partitions under them",
@@ -312,7 +337,8 @@ class GroupProducer:
         first), hold them. The partitions taken, or None if the member closed meanwhile."""
         settings = plan.settings
         with self._lock:
-            assigned = plan.to_take(self._slots)
+            # a partition waiting to be taken back is its attempt's, after its backoff
+            assigned = plan.to_take(self._slots.keys() | self._retaking.keys())
         producers = self._open_producers(assigned, settings)
         # The new owner's transactional producers are initialised (any transaction left open by
         # the previous owner is aborted), so the checkpoint topic can be read to its end now; also
@@ -449,9 +475,22 @@ class GroupProducer:
 
         def open_one(p: int) -> OrderedProducer:
             config = {**self._kafka, "transactional.id": transactional_id(self.namespace, self.group, p)}
+            config["transaction.timeout.ms"] = unit_transaction_timeout_ms(
+                config, self._block_timeout, bounded_delivery(config)[1]
+            )
             producer = self._ordered_producer(config, f"{self.namespace}/{self.pod}/{p}")
             try:
                 producer.init_transactions(settings.session_timeout_seconds + 30)  # fences the old owner
+            except KafkaException as error:
+                producer.close(5)
+                if error.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+                    raise ConfigError(
+                        f"the broker refuses transaction.timeout.ms={config['transaction.timeout.ms']} "
+                        "(more than its transaction.max.timeout.ms): raise the broker's limit, or set "
+                        "transaction.timeout.ms in kafka_config to at most it (a unit that waits in a "
+                        "fence past it is aborted and re-done)"
+                    ) from None
+                raise
             except BaseException:
                 producer.close(5)
                 raise
@@ -476,6 +515,7 @@ class GroupProducer:
             producer_id=producer_id,
             epoch_log=self._epoch_log,
             registry_topic=self._registry_topic,
+            block_timeout=self._block_timeout,
         )
 
     def _abort_open(self, slots: Iterable[_Slot]) -> None:
@@ -511,6 +551,9 @@ class GroupProducer:
         with self._lock:
             lost, slots = sorted(self._slots), list(self._slots.values())
             self._slots = {}
+            # nothing is taken back: the assignment applied again takes what is the member's
+            self._retaking.clear()
+            self._target = frozenset()
             self._owned_changed()
             for slot in slots:
                 if slot.open is not None:
@@ -571,6 +614,11 @@ class GroupProducer:
 
     def _owned_slot(self, partition: int) -> _Slot:
         slot = self._slots.get(partition)
+        if slot is None and partition in self._retaking:
+            raise NotOwnedError(
+                f"source partition {partition} is being taken back by member {self.pod} after its "
+                "producer failed; an `assigned` event gives the checkpoint to resume from once it is"
+            )
         if slot is None or slot.revoking:
             raise NotOwnedError(
                 f"source partition {partition} is not assigned to member {self.pod} "
@@ -589,18 +637,160 @@ class GroupProducer:
                 "assigns them again if they are still its own)"
             )
 
-    def _drop(self, partition: int, reason: str) -> None:
-        """A fenced producer: the partition is gone from this member at once."""
+    def _unit_failed(self, unit: SourceTransaction, reason: str) -> str:
+        """A unit's producer can no longer be used (``reason``): its partition leaves the member
+        at once (its unit can no longer commit; a ``lost`` event). ``plan_retake`` says whether a
+        newer owner has it; if not, the member takes it back after a backoff (``_retake``).
+        Returns what the member does, for the error the application gets."""
+        p = unit.partition
         with self._lock:
-            slot = self._slots.pop(partition, None)
-            if slot is not None and slot.open is not None:
-                slot.open.withdraw(reason)  # its unit can no longer commit
+            slot = self._slots.get(p)
+            if slot is None or slot.open is not unit:
+                return "the partition had already left the member"
+            del self._slots[p]
             self._owned_changed()
-        if slot is None:
-            return
-        _log.warning("member %s: source partition %d dropped: %s", self.pod, partition, reason)
+            self._failures[p] = failures = self._failures.get(p, 0) + 1
+            plan = plan_retake(self._failure_facts(p, failures, assigned=not slot.revoking))
+            token = object()
+            if plan.retake:
+                self._retaking[p] = token
         threading.Thread(target=slot.producer.close, args=(2.0,), daemon=True).start()
-        self._deliver(Rebalance(self._generation, lost=[partition], assignment=self._current()))
+        if plan.retake:
+            _log.warning(
+                "member %s: the producer of source partition %d failed (%s); %s (attempt %d)",
+                self.pod, p, reason, plan.why, failures,
+            )  # fmt: skip
+            self._retake_later(p, plan.delay, token)
+        else:
+            _log.warning("member %s: source partition %d dropped (%s): %s", self.pod, p, reason, plan.why)
+        retaking = {p: plan.delay} if plan.retake else {}
+        self._deliver(Rebalance(self._generation, lost=[p], assignment=self._current(), retaking=retaking))
+        if plan.retake:
+            return (
+                f"no newer owner has it, so the member takes it back in {plan.delay:g}s (a `lost` event "
+                "now, then `assigned` with the checkpoint to resume from)"
+            )
+        return f"the partition is dropped: {plan.why}"
+
+    def _failure_facts(self, partition: int, failures: int, assigned: bool = True) -> UnitFailure:
+        """Under the lock: what ``plan_retake`` decides from, as the member knows it now."""
+        settings = self._settings or DEFAULT_SETTINGS
+        log = self._checkpoints
+        read = log.of(self.namespace, self.group, partition) if log is not None else None
+        return UnitFailure(
+            exactly_once=settings.exactly_once,
+            assigned=assigned
+            and partition in self._target
+            # past its Lease clock the member is about to give everything up (not here: this may
+            # run inside that, under the Lease's lapse lock); the assignment applied again takes
+            # the partition then
+            and not (self._closed or self._stepped_out or self._membership.lost)
+            and not self._membership.clock.lapsed(time.monotonic()),
+            generation=self._generation,
+            checkpoint_generation=read.generation if read is not None else None,
+            failures=failures,
+        )
+
+    def _retake_later(self, partition: int, delay: float, token: object) -> None:
+        threading.Thread(
+            target=self._retake_after,
+            args=(partition, delay, token),
+            name=f"ordo-retake-{partition}",
+            daemon=True,
+        ).start()
+
+    def _retake_after(self, partition: int, delay: float, token: object) -> None:
+        """Wait ``delay`` (closing, giving everything up or an assignment without the partition
+        ends the wait), then try to take the partition back."""
+        with self._lock:
+            self._lock.wait_for(
+                lambda: (
+                    self._closed
+                    or self._retaking.get(partition) is not token
+                    or partition not in self._target
+                ),
+                delay,
+            )
+        try:
+            self._retake(partition, token)
+        except Exception as error:  # a thread of its own: nothing above it would say it
+            _log.exception("member %s: taking source partition %d back failed", self.pod, partition)
+            self._retake_failed(partition, token, repr(error))
+
+    def _retake(self, partition: int, token: object) -> None:
+        """Take ``partition`` back as an assignment would: its producer opened for the same
+        transactional id (that aborts what the failed one left open), the checkpoint topic read to
+        its end, then ``assigned`` with the checkpoint to resume from. ``plan_retake`` is asked
+        again on what was read: a newer owner's checkpoint may have come meanwhile."""
+        with self._applying:
+            if self._membership.lapsed():
+                return  # it gave everything up; the assignment applied again takes the partition
+            with self._lock:
+                if self._closed or self._retaking.get(partition) is not token:
+                    return
+                settings, log = self._settings or DEFAULT_SETTINGS, self._checkpoints
+            if log is None or not self._read_checkpoints(log, settings, True):
+                return
+            if not self._still_retaking(partition, token):
+                return
+            try:
+                producer = self._open_producers([partition], settings)[partition]
+            except Exception as error:  # Kafka away, or refusing: a later attempt
+                self._retake_failed(partition, token, str(error))
+                return
+            taken = False
+            try:
+                # read after the new producer fenced the failed one: whatever it committed is in
+                if self._read_checkpoints(log, settings, True) and self._still_retaking(partition, token):
+                    with self._lock:
+                        ours = self._retaking.get(partition) is token
+                        if ours:
+                            del self._retaking[partition]
+                        taken = ours and not self._closed
+                        if taken:
+                            self._slots[partition] = _Slot(producer)
+                            self._owned_changed()
+            finally:
+                if not taken:
+                    producer.close(5)
+            if not taken:
+                return
+            _log.warning(
+                "member %s: source partition %d taken back after its producer failed", self.pod, partition
+            )
+            self._deliver(
+                Rebalance(
+                    self._generation,
+                    assigned={partition: self.checkpoint(partition)},
+                    assignment=self._current(),
+                )
+            )
+
+    def _still_retaking(self, partition: int, token: object) -> bool:
+        """``plan_retake`` again, on what the member knows now; ends the attempt if not."""
+        with self._lock:
+            if self._retaking.get(partition) is not token:
+                return False
+            plan = plan_retake(self._failure_facts(partition, self._failures.get(partition, 1)))
+            if not plan.retake:
+                del self._retaking[partition]
+        if not plan.retake:
+            _log.warning("member %s: source partition %d not taken back: %s", self.pod, partition, plan.why)
+        return plan.retake
+
+    def _retake_failed(self, partition: int, token: object, reason: str) -> None:
+        """An attempt to take ``partition`` back failed: count it and try again, later."""
+        with self._lock:
+            if self._closed or self._retaking.get(partition) is not token:
+                return
+            self._failures[partition] = failures = self._failures.get(partition, 0) + 1
+            token = self._retaking[partition] = object()
+        delay = retake_delay(failures)
+        _log.warning(
+            "member %s: could not take source partition %d back (%s); next attempt in %gs (attempt %d)",
+            self.pod, partition, reason, delay, failures,
+        )  # fmt: skip
+        self._retake_later(partition, delay, token)
 
     def _await_idle(self, partitions: list[int], timeout: float) -> None:
         """Wait until no transaction is open on ``partitions`` (at most ``timeout``)."""
@@ -637,11 +827,12 @@ class _Units:
                     "transaction; nothing more of it can be written"
                 )
 
-    def ended(self, unit: SourceTransaction, committed: bool, fenced: str | None = None) -> None:
+    def ended(self, unit: SourceTransaction, committed: bool, failed: str | None = None) -> str:
         member = self._member
-        if fenced is not None:
-            member._drop(unit.partition, fenced)
+        outcome = member._unit_failed(unit, failed) if failed is not None else ""
         with member._lock:
+            if committed:
+                member._failures.pop(unit.partition, None)
             slot = member._slots.get(unit.partition)
             if slot is not None and slot.open is unit:
                 slot.open = None
@@ -650,6 +841,7 @@ class _Units:
             # not the idle watch: a later deadline needs no wake-up (it looks again when the old
             # one passes)
             member._units_changed.notify_all()
+        return outcome
 
 
 def _kubernetes_client() -> ApiClient:

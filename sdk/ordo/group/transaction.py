@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
@@ -24,7 +24,13 @@ from .lapse import LeaseClock
 if TYPE_CHECKING:
     from ..ordered_producer import OrderedProducer
 
-__all__ = ["SourceTransaction", "UnitOwner", "is_fenced"]
+__all__ = [
+    "UNIT_HEADROOM_SECONDS",
+    "SourceTransaction",
+    "UnitOwner",
+    "is_fenced",
+    "unit_transaction_timeout_ms",
+]
 
 
 class UnitOwner(Protocol):
@@ -40,19 +46,39 @@ class UnitOwner(Protocol):
         of a partition it owns."""
         ...
 
-    def ended(self, unit: SourceTransaction, committed: bool, fenced: str | None = None) -> None:
-        """``unit`` is over (committed or not); ``fenced``: why its partition is no longer the
-        member's (a newer owner fenced its producer), so the member drops it."""
+    def ended(self, unit: SourceTransaction, committed: bool, failed: str | None = None) -> str:
+        """``unit`` is over (committed or not); ``failed``: why its producer can no longer be used
+        (fenced, or another fatal error), so the partition leaves the member at once. Returns
+        what the member does about it (for the error the application gets)."""
         ...
 
 
 _COMMIT_ATTEMPT = 5.0  # seconds one commit_transaction call may take before it is resumed
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+UNIT_HEADROOM_SECONDS = 30.0
+"""Of a unit's transaction timeout, beyond a fence's wait and the delivery timeout: the unit's
+own work and the commit's round trips."""
 
 
 def is_fenced(error: KafkaError) -> bool:
-    """A newer owner took over the transactional id, or the producer can no longer be used."""
+    """The producer can no longer be used: its epoch was bumped (a newer owner's
+    ``init_transactions``, the coordinator's timeout of its transaction, the operator's fence;
+    Kafka reports all of them alike) or another fatal error."""
     return error.code() in _FENCED or error.fatal()
+
+
+def unit_transaction_timeout_ms(
+    config: Mapping[str, Any], block_timeout: float, delivery_timeout_ms: int
+) -> int:
+    """``transaction.timeout.ms`` of a unit's producer: the application's own, else long enough
+    that the coordinator never aborts a unit in normal operation because ``produce()`` waited in
+    a fence (up to ``block_timeout``) and its records then took up to the delivery timeout:
+    both plus ``UNIT_HEADROOM_SECONDS`` (with the defaults 60 s + 30 s + 30 s = 120 s). The
+    broker must allow it (``transaction.max.timeout.ms``, 15 min by default)."""
+    given = config.get("transaction.timeout.ms")
+    if given is not None:
+        return int(given)
+    return int((block_timeout + UNIT_HEADROOM_SECONDS) * 1000) + int(delivery_timeout_ms)
 
 
 class SourceTransaction:
@@ -202,7 +228,8 @@ class SourceTransaction:
             except KafkaException as error:
                 if not is_fenced(error.args[0]):
                     raise
-                self._end(fenced=f"fenced while aborting: {error.args[0]}")
+                # nothing of the unit is committed either way: the abort did what was asked
+                self._end(failed=f"failed while aborting: {error.args[0]}")
                 return
         self._end()
 
@@ -242,19 +269,20 @@ class SourceTransaction:
             )
         self._group.check(self)
 
-    def _end(self, committed: bool = False, fenced: str | None = None) -> None:
+    def _end(self, committed: bool = False, failed: str | None = None) -> str:
         self._finished = True
         self._close_fast_path()
-        self._group.ended(self, committed, fenced)
+        return self._group.ended(self, committed, failed)
 
     def _failure(self, error: KafkaException) -> Exception:
-        """Map a Kafka error: fenced → drop the partition; abortable → abort; else as it is."""
+        """Map a Kafka error: fenced or fatal → the partition leaves the member (which takes it
+        back unless a newer owner has it); abortable → abort; else as it is."""
         kafka_error: KafkaError = error.args[0]
         if is_fenced(kafka_error):
-            self._end(fenced=str(kafka_error))
+            outcome = self._end(failed=str(kafka_error))
             return ProducerFencedError(
-                f"source partition {self.partition}: another member took it over ({kafka_error}); "
-                "stop producing it, its data since the last checkpoint was not committed"
+                f"source partition {self.partition}: its producer was fenced or failed ({kafka_error}); "
+                f"nothing of this unit is committed; stop producing it: {outcome}"
             )
         if self._exactly_once and kafka_error.txn_requires_abort():
             self.abort()
