@@ -407,6 +407,43 @@ class OrderedProducer:
         """Whether a record sent again may go now: as ``writable`` but for the producer's own hold."""
         return writable(state.fence, self._liveness, self._closed)
 
+    def write_beside(
+        self,
+        topic: str,
+        value: bytes | str,
+        key: bytes | str | None,
+        partition: int,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Write a record to an exact partition of a topic ordo does not partition (a checkpoint,
+        a dead letter) in order with this producer's records: with ordo's own transactions, in
+        the open one, so it commits with the records before it (or is aborted and written again
+        with them), and its delivery callback runs after the commit. The topic is neither
+        reported to the registry nor fenced. Waits while a commit runs (up to ``block_timeout``)."""
+        own = self._own
+        if own is None:
+            self._producer.produce(topic, value, key, partition, on_delivery=on_delivery)
+            return
+        deadline = time.monotonic() + self.block_timeout
+        with self._lock:  # a commit begins under _lock: none can begin while this waits or writes
+            while self._held or self._committing:
+                if self._closed:
+                    raise ProducerClosedError("the producer is closed; create a new one")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    why = self._held_why or "cannot commit its transaction (or send its records again)"
+                    raise ProduceBlockedError(f"producer {self.producer_id} {why}; nothing was sent")
+                self._lock.wait(min(left, 0.5))
+            with self._gate:
+                self._hand_beside(own, (topic, value, key, partition, on_delivery), resending=False)
+
+    def _hand_beside(self, own: Journal, entry: tuple[Any, ...], resending: bool) -> None:
+        """A ``write_beside`` record handed over and journaled (with the gate held)."""
+        topic, value, key, partition, on_delivery = entry
+        held = own.hold(on_delivery) if on_delivery is not None else None
+        self._producer.produce(topic, value, key, partition, on_delivery=held)
+        self._journaled(own, entry, resending)
+
     def _await_partition(self, topic: str, partition: int) -> None:
         """Refresh metadata until librdkafka knows ``partition`` (created just before the epoch)."""
         deadline = time.monotonic() + self.block_timeout
@@ -992,6 +1029,10 @@ class OrderedProducer:
         assert own is not None
         while own.resend:
             entry = own.resend[0]
+            if len(entry) == 5:  # write_beside's: its own partition, no placement, no fence
+                with self._gate:
+                    self._hand_beside(own, entry, resending=True)
+                continue
             topic, value, key, partition, on_delivery, timestamp, headers = (
                 entry if len(entry) == 7 else (*entry, None, None, 0, None)
             )

@@ -45,8 +45,9 @@ OWN_TRANSACTIONAL_PREFIX = "ordo-producer."
 the producers need Write and Describe on it, the operator Write, to fence them)."""
 
 Entry = tuple[Any, ...]
-"""A record to send again: ``(topic, value, key)`` of the C path, or produce()'s arguments
-``(topic, value, key, partition, on_delivery, timestamp, headers)``."""
+"""A record to send again: ``(topic, value, key)`` of the C path, produce()'s arguments
+``(topic, value, key, partition, on_delivery, timestamp, headers)``, or a ``write_beside`` record
+``(topic, value, key, partition, on_delivery)`` (its own partition, no placement)."""
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 Report = tuple[DeliveryCallback, KafkaError | None, Any]
 
@@ -169,7 +170,7 @@ def fail_all(entries: Iterable[Entry], error: KafkaError) -> int:
     """Report ``error`` to each record's delivery callback (those that have one); how many had none."""
     silent = 0
     for entry in entries:
-        callback = entry[4] if len(entry) > 4 else None
+        callback = entry[4] if len(entry) > 4 else None  # produce()'s and write_beside's
         if callback is None:
             silent += 1
         else:

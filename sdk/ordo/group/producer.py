@@ -420,18 +420,19 @@ class GroupProducer:
         """Write checkpoint records on the member's idempotent producer (at-least-once) and wait
         for each to be acknowledged; DeliveryError otherwise (the assignment is applied again)."""
         assert self._shared is not None  # opened for the partitions taken
-        raw = self._shared.raw
         outcome: list[KafkaError | None] = []
         for p, record in records.items():
             key = checkpoint_key(self.namespace, self.group, p)
-            raw.produce(
+            # in the shared producer's own transaction (if it has one): committed in order with
+            # the data before it, reported once committed
+            self._shared.write_beside(
                 settings.checkpoint_topic,
                 record.encode(),
                 key,
                 0,
                 on_delivery=lambda e, _m: outcome.append(e),
             )
-        raw.flush(settings.session_timeout_seconds)
+        self._shared.flush(settings.session_timeout_seconds)
         failed = [error for error in outcome if error is not None]
         if failed or len(outcome) < len(records):
             raise DeliveryError(

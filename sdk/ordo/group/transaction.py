@@ -193,8 +193,11 @@ class SourceTransaction:
         # outlasted the Lease (a process stopped there wakes here)
         self._check_open()
         outcome: list[KafkaError | None] = []
-        raw.produce(self._checkpoint_topic, record, key, 0, on_delivery=lambda e, _m: outcome.append(e))
-        raw.flush(timeout)
+        # after the data in the member's producer (in its own transaction, if it has one)
+        self._producer.write_beside(
+            self._checkpoint_topic, record, key, 0, on_delivery=lambda e, _m: outcome.append(e)
+        )
+        self._producer.flush(timeout)
         self._end(committed=bool(outcome) and outcome[0] is None)
         if not outcome or outcome[0] is not None:
             raise DeliveryError(
