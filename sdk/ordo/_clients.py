@@ -132,9 +132,9 @@ out a broker's failover (KRaft fences a dead broker after 9 s)."""
 def bounded_delivery(config: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
     """``config`` for a producer whose queued records are written or failed within a bound:
     ``message.timeout.ms`` at ``DELIVERY_TIMEOUT_MS`` unless set (or the transaction timeout, if
-    that is shorter: librdkafka refuses a longer one), and idempotence on unless set or acks are
-    not all (a retried batch written twice, or out of order, would break the order ordo keeps).
-    Returns the config and the delivery timeout in ms; ConfigError for an unbounded one."""
+    that is shorter: librdkafka refuses a longer one), and idempotence on (a retried batch written
+    twice, or out of order, would break the order ordo keeps). Returns the config and the delivery
+    timeout in ms; ConfigError for an unbounded timeout, acks other than all, or idempotence off."""
     given = {config[name] for name in ("message.timeout.ms", "delivery.timeout.ms") if name in config}
     if len(given) > 1:
         raise ConfigError("message.timeout.ms and delivery.timeout.ms (its alias) differ: set one")
@@ -152,8 +152,18 @@ def bounded_delivery(config: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
             timeout = min(timeout, int(config["transaction.timeout.ms"]))
         result["message.timeout.ms"] = timeout
     acks = str(config.get("acks", config.get("request.required.acks", "all")))
-    if "enable.idempotence" not in config and acks in ("all", "-1"):
-        result["enable.idempotence"] = True
+    if acks not in ("all", "-1"):
+        raise ConfigError(
+            f"acks={acks}: ordo's producers need acks=all (librdkafka's default). With fewer, a "
+            "leader's failover loses records it acknowledged, and librdkafka turns idempotence off, "
+            "so a retried batch can be written twice or out of order; leave acks out or set it to all"
+        )
+    if str(config.get("enable.idempotence", True)).lower() in ("false", "0"):
+        raise ConfigError(
+            "enable.idempotence=false: ordo's producers need idempotence, or a retried batch can be "
+            "written twice or out of order within a key; leave enable.idempotence out"
+        )
+    result.setdefault("enable.idempotence", True)
     return result, timeout
 
 

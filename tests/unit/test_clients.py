@@ -229,14 +229,16 @@ def test_a_control_topic_reader_fetches_each_record_at_once_whatever_the_users_f
     assert config["fetch.min.bytes"] == 1
 
 
-def test_an_ordered_producers_delivery_is_bounded_and_idempotent_unless_the_user_says_otherwise() -> None:
+def test_an_ordered_producers_delivery_is_bounded_and_idempotent_with_acks_all() -> None:
     config, timeout = bounded_delivery({"bootstrap.servers": "b"})
     assert (config["message.timeout.ms"], timeout, config["enable.idempotence"]) == (30_000, 30_000, True)
-    config, timeout = bounded_delivery({"delivery.timeout.ms": 5000, "enable.idempotence": False})
-    assert timeout == 5000 and "message.timeout.ms" not in config and config["enable.idempotence"] is False
+    config, timeout = bounded_delivery({"delivery.timeout.ms": 5000, "acks": "all"})
+    assert timeout == 5000 and "message.timeout.ms" not in config and config["enable.idempotence"] is True
     config, timeout = bounded_delivery({"transactional.id": "t", "transaction.timeout.ms": 10_000})
     assert timeout == 10_000 == config["message.timeout.ms"], "librdkafka refuses more than the transaction's"
-    assert "enable.idempotence" not in bounded_delivery({"acks": 1})[0], "idempotence needs acks=all"
+    for weaker in ({"acks": 1}, {"request.required.acks": "0"}, {"enable.idempotence": False}):
+        with pytest.raises(ConfigError, match=r"acks=all|idempotence"):
+            bounded_delivery(weaker)  # nothing silently weakens the promise
     with pytest.raises(ConfigError, match="must be positive"):
         bounded_delivery({"message.timeout.ms": 0})
     with pytest.raises(ConfigError, match="differ"):
