@@ -71,6 +71,7 @@ ORDO_PARSE_ONLY = {
     "testbed/tests/test_testbed_up.py runs it",
     "bench": "runs for minutes on its own broker (make bench)",
     "crds": "writes files; tests/unit checks that crds/ is what it writes",
+    "abort-fence": "writes the epoch log; tests/integration/test_fence_cleanup.py runs it",
 }
 KUBECTL_VERBS = {"get", "apply", "create", "delete", "explain", "describe", "auth", "version"}
 # API groups the testbed serves; a manifest of another (a SparkApplication) is checked as a file only

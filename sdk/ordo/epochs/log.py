@@ -163,8 +163,14 @@ class EpochLogWriter:
             return False
         try:
             self._producer.init_transactions(timeout)
-        except KafkaException:
+        except KafkaException as error:
             self._renew()
+            if error.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                raise PermissionError(
+                    f"epoch log {self.topic}: the writer may not use its transactional id "
+                    f"{self.transactional_id!r}: grant this principal WRITE and DESCRIBE on that "
+                    "TransactionalId (docs/security.md)"
+                ) from error
             raise
         self._initialised = True
         self.fenced_writers += 1
