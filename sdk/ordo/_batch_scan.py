@@ -25,7 +25,7 @@ _log = logging.getLogger(__name__)
 Range = tuple[int, int, int, tuple[int, ...], int]
 """(start, end, count, earlier counts, epoch): ``ordo.epochs.placement.Check``, which this layer
 may not import."""
-Rules = Mapping[int, Sequence[Range]]
+Rules = Mapping[int, tuple[Range, ...]]
 """A topic's checked offset ranges per partition, newest first (``placement.topic_checks``)."""
 _NO_END = (1 << 63) - 1
 Scan = Callable[[list[Message], Rules | None], tuple[bool, bool, dict[int, Message], list[int]]]

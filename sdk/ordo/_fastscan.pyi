@@ -1,6 +1,6 @@
 """Types of the C extension built from _fastscan.c (optional: absent without a compiler)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from confluent_kafka import Message
 
@@ -9,7 +9,7 @@ FIELDS_END: int
 
 def scan(
     messages: list[Message],
-    rules: Mapping[int, Sequence[tuple[int, int, int, tuple[int, ...], int]]] | None = None,
+    rules: Mapping[int, tuple[tuple[int, int, int, tuple[int, ...], int], ...]] | None = None,
     /,
 ) -> tuple[bool, bool, dict[int, Message], list[int]]:
     """(any error event, any record that may have headers, {partition: its last record}, [index
