@@ -9,11 +9,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from ordo.group.checkpoints import CheckpointLog
+from ordo.member_wire import transactional_id
+from ordo_sandbox.kafka_settings import write_settings
 from ordo_sandbox.scenario.sources import verify_sources
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
@@ -213,6 +217,41 @@ def test_a_member_whose_copy_loop_hangs_gives_its_partitions_up_and_its_late_uni
     wait_for(lambda: _checkpoints(bed) == dict.fromkeys(range(4), "300"), 120, "the copy to finish")
     verdict = verify_sources(bed.kafka.bootstrap, bed.topic, dict.fromkeys(range(4), 300))
     assert verdict.ok, verdict.summary() + "; " + "; ".join(verdict.examples)
+
+
+def test_a_member_takes_back_partitions_whose_producers_failed_without_a_new_owner(
+    bed: Bed, tmp_path: Path
+) -> None:
+    """Two units' producers become unusable while the member still owns their partitions: one
+    unit hangs past its transaction timeout (the coordinator aborts it), the other partition's
+    producer is fenced from outside (InitProducerId on its transactional id, as the operator
+    fences a silent unit at an expansion). The member takes both back, re-does each unit from its
+    checkpoint, and the source verifier finds every record exactly once."""
+    bed.group(2)
+    short = {"bootstrap.servers": bed.kafka.bootstrap, "transaction.timeout.ms": "2000"}
+    config = write_settings(short, tmp_path / "kafka.json")
+    hang = ("--hang-at", "30", "--hang-seconds", "8")  # past 2 s and the broker's 1 s abort check
+    member = bed.member("m-0", records=60, rate=20, extra=("--kafka-config", str(config), *hang))
+    bed.settled(1, 2)
+    hung = wait_for(lambda: next(iter(member.events("hung")), None), 60, "the copy loop to hang")
+    assert hung is not None
+    other = 1 - hung["partition"]
+    fencer = Producer({**short, "transactional.id": transactional_id(bed.kube.namespace, GROUP, other)})
+    fencer.init_transactions(30)  # while the member hangs in the other partition's unit
+
+    def dropped() -> set[int]:
+        return {e["partition"] for e in member.events("dropped")}
+
+    wait_for(lambda: dropped() >= {0, 1}, 60, "both partitions' units refused")
+    assert all("takes it back" in e["why"] for e in member.events("dropped")), member.events("dropped")
+
+    def taken(p: int) -> int:
+        return sum(str(p) in e["assigned"] for e in member.events("rebalance"))
+
+    wait_for(lambda: taken(0) >= 2 and taken(1) >= 2, 30, "both partitions taken back")
+    wait_for(lambda: _checkpoints(bed) == {0: "60", 1: "60"}, 90, "the copy to finish")
+    verdict = verify_sources(bed.kafka.bootstrap, bed.topic, {0: 60, 1: 60})
+    assert verdict.ok and verdict.records == 120, verdict.summary() + "; " + "; ".join(verdict.examples)
 
 
 def test_a_graceful_leave_moves_partitions_without_waiting_for_the_session(bed: Bed) -> None:
