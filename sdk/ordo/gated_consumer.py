@@ -45,6 +45,7 @@ __all__ = ["UNKNOWN_PARTITION_GRACE", "GatedConsumer"]
 
 _log = logging.getLogger(__name__)
 _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
+READ_COMMITTED = "read_committed"
 
 
 class GatedConsumer:
@@ -65,6 +66,10 @@ class GatedConsumer:
     handed out (it is offered again). ``"deliver"`` delivers them, for topics whose keyed
     records are not placed by murmur2 (round-robin or explicit producers). Whatever the policy,
     each is said in a WARNING log line and counted in ``ordo_gate_misplaced_records_total``.
+
+    It reads committed records only (``isolation.level=read_uncommitted`` is a ConfigError): a
+    producer fenced at an expansion leaves an aborted transaction of records placed by the old
+    partition count, which read_committed readers never see.
 
     It stands in for a ``confluent_kafka.Consumer``: ``assignment``, ``position``, ``committed``,
     ``store_offsets``, ``seek``, ``pause``/``resume``, ``consumer_group_metadata`` and ``commit``
@@ -92,10 +97,15 @@ class GatedConsumer:
         if not self.topics:
             raise ConfigError("GatedConsumer needs at least one topic")
         group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
+        _committed_only(config)
         # the application stores offsets itself (store_offsets) if it says so; else handing a
         # record out and being called again counts it processed
         self._auto_store = str(config.get("enable.auto.offset.store", True)).lower() not in ("false", "0")
-        self._consumer = Consumer(fast_refill(logged({**config, "enable.auto.offset.store": False})))
+        self._consumer = Consumer(
+            fast_refill(
+                logged({**config, "enable.auto.offset.store": False, "isolation.level": READ_COMMITTED})
+            )
+        )
         # With auto-commit, a gate of another member waits for this one's commit: passing a
         # threshold commits at once instead of up to auto.commit.interval.ms (5 s) later. With
         # auto-commit off the application's commits open gates, and commit when it chooses.
@@ -502,6 +512,20 @@ class GatedConsumer:
         self._ready = deque(m for m in self._ready if _position(m)[0] not in gone)
         if self._user_revoke is not None:
             self._user_revoke(consumer, partitions)
+
+
+def _committed_only(config: Mapping[str, Any]) -> None:
+    """ConfigError unless ``config`` reads committed records (librdkafka's default): a producer
+    fenced through Kafka at an expansion leaves an aborted transaction of records placed by the
+    old partition count, which only read_committed readers skip (docs/reliability.md)."""
+    level = config.get("isolation.level")
+    if level is not None and str(level).lower() != READ_COMMITTED:
+        raise ConfigError(
+            f"GatedConsumer reads committed records only, got isolation.level={level!r}: a producer "
+            "fenced at an expansion leaves an aborted transaction of records placed by the old "
+            "partition count, which read_uncommitted would deliver out of order; remove "
+            "isolation.level (read_committed is the default), or read with a plain Consumer"
+        )
 
 
 def _position(message: Message) -> tuple[TP, int]:

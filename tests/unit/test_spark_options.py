@@ -189,3 +189,17 @@ def test_misplaced_records_fail_by_default_and_deliver_on_request() -> None:
 def test_max_tasks_defaults_to_16_and_is_set_by_the_option() -> None:
     assert parse_options(BASE).max_tasks == 16
     assert parse_options({**BASE, "maxTasks": "512"}, "batch").max_tasks == 512
+
+
+@pytest.mark.parametrize("level", ["read_uncommitted", "READ_UNCOMMITTED"])
+def test_the_gated_source_reads_committed_records_only(level: str) -> None:
+    with pytest.raises(ConfigError, match=r"kafka.isolation.level=.* not supported with gate=true.*aborted"):
+        parse_options({**BASE, "kafka.isolation.level": level})
+    for options in (BASE, {**BASE, "kafka.isolation.level": "Read_Committed"}):
+        config = parse_options(options).consumer_config("reader")
+        assert config["isolation.level"] == "read_committed"
+
+
+def test_an_ungated_source_reads_as_the_user_says() -> None:
+    options = parse_options({**BASE, "gate": "false", "kafka.isolation.level": "read_uncommitted"})
+    assert options.consumer_config("driver")["isolation.level"] == "read_uncommitted"

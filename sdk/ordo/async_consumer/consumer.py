@@ -66,6 +66,7 @@ HOLD_STEP = 0.005
 """Seconds between the fetcher's looks at a full buffer it holds."""
 SKIP_CHECK_INTERVAL = 0.1
 """Gated: seconds between the fetcher's looks for offsets passed without a record (markers)."""
+READ_COMMITTED = "read_committed"
 Listener = Callable[[frozenset[TP]], None]
 """A rebalance callback: ``on_assign``, ``on_revoke`` or ``on_lost``, given the partitions."""
 
@@ -113,6 +114,9 @@ class AsyncConsumer:
     ``gate``: hold records at KIP-253's ordering gate, as GatedConsumer does, reading the epoch
     log ``epoch_topic`` (or ``epoch_log``): a moved key's records wait until its older records
     are done, whichever member processes them (``closed_gates()`` says what waits for what).
+    Gated, it reads committed records only (``isolation.level=read_uncommitted`` is a
+    ConfigError): a producer fenced at an expansion leaves an aborted transaction of records
+    placed by the old partition count.
     ``on_misplaced`` (with ``gate``): what to do with a misplaced record (a keyed record a
     producer placed by an old partition count after its partition's threshold, whose key's order
     no reader can keep). Such a record takes its turn as any other (its lane: after the records
@@ -158,6 +162,8 @@ class AsyncConsumer:
     ) -> None:
         self.topics = list(topics)
         _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
+        if gate:
+            _committed_only(config)
         policy = misplaced_policy(on_misplaced, "AsyncConsumer")
         if not gate and on_misplaced != "raise":
             raise ConfigError(
@@ -217,6 +223,7 @@ class AsyncConsumer:
                         "enable.auto.commit": False,
                         "enable.auto.offset.store": False,
                         "on_commit": self._on_commit,
+                        **({"isolation.level": READ_COMMITTED} if gate else {}),
                     }
                 )
             )
@@ -975,6 +982,20 @@ def _tps(partitions: Iterable[TP], method: str) -> list[TP]:
                 "one partition: pass [(topic, partition)])"
             )
     return tps
+
+
+def _committed_only(config: Mapping[str, Any]) -> None:
+    """Gated: ConfigError unless ``config`` reads committed records (librdkafka's default): a
+    producer fenced through Kafka at an expansion leaves an aborted transaction of records placed
+    by the old partition count, which only read_committed readers skip (docs/reliability.md)."""
+    level = config.get("isolation.level")
+    if level is not None and str(level).lower() != READ_COMMITTED:
+        raise ConfigError(
+            f"AsyncConsumer(gate=True) reads committed records only, got isolation.level={level!r}: "
+            "a producer fenced at an expansion leaves an aborted transaction of records placed by "
+            "the old partition count, which read_uncommitted would deliver out of order; remove "
+            "isolation.level (read_committed is the default), or read with gate=False"
+        )
 
 
 def _check(
