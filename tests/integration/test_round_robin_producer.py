@@ -12,7 +12,7 @@ from ordo.epochs.log import EpochLogWriter, ensure_log_topics
 from ordo.ordered_producer import OrderedProducer
 from ordo_testbed.kafka import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import consume, end_offsets
+from ordo_testbed.kafka.testing import consume, records_per_partition
 from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -40,7 +40,8 @@ def producer(kafka: KafkaHandle) -> Iterator[tuple[OrderedProducer, str, EpochLo
 
 
 def _written(kafka: KafkaHandle, topic: str, partitions: int) -> dict[int, int]:
-    return end_offsets(kafka.bootstrap, topic, partitions)
+    """Committed records per partition (end offsets count the transactions' markers too)."""
+    return records_per_partition(kafka.bootstrap, topic, partitions, timeout=60)
 
 
 def test_100k_keyed_records_spread_evenly_and_keep_their_keys(
