@@ -223,9 +223,7 @@ def test_a_secret_deleted_before_its_fencing_expansion_is_deleted(
             name = "held" if held else "restarted"
             grow.create(name, topic, 8, fenceTimeoutSeconds=120, kafka=spec_kafka)
             epoch = grow.wait_phase(name, "Fencing", 60)["epoch"]
-            wait_for(
-                lambda e=epoch: _states(kafka, epochs, topic)[-1] == (e, EpochState.FENCING), 30, "fencing"
-            )
+            wait_for(_last_is(kafka, epochs, topic, (epoch, EpochState.FENCING)), 30, "fencing")
             kube.core.delete_namespaced_secret("kafka-options", kube.namespace)
             if not held:
                 operator.kill()  # kill -9: the clients that drove it are gone with it
@@ -240,7 +238,7 @@ def test_a_secret_deleted_before_its_fencing_expansion_is_deleted(
                 assert grow.exists(name), "the finalizer stays until the fence is undone"
                 assert _states(kafka, epochs, topic)[-1] == (epoch, EpochState.FENCING)
                 kube.core.create_namespaced_secret(kube.namespace, secret)  # restored
-            wait_for(lambda n=name: not grow.exists(n), 90, f"{name} undone and gone")
+            wait_for(_gone(grow, name), 90, f"{name} undone and gone")
             assert _states(kafka, epochs, topic)[-1] == (epoch, EpochState.ABORTED)
             if not held:
                 kube.core.delete_namespaced_secret("kafka-options", kube.namespace)
@@ -351,6 +349,14 @@ class _Stubborn:
         """It closes cleanly: fences no longer wait for it."""
         self.report(closed=True)
         self.producer = None
+
+
+def _last_is(kafka: KafkaHandle, epochs: str, topic: str, last: tuple[int, Any]) -> Callable[[], bool]:
+    return lambda: _states(kafka, epochs, topic)[-1:] == [last]
+
+
+def _gone(grow: Expansions, name: str) -> Callable[[], bool]:
+    return lambda: not grow.exists(name)
 
 
 def _states(kafka: KafkaHandle, epochs: str, topic: str) -> list[tuple[int, Any]]:
