@@ -48,11 +48,19 @@ def main(argv: list[str] | None = None) -> int:
         help="OrderedProducer's fencing: broker (its own transactions, Kafka fences it) or lease",
     )
     parser.add_argument(
+        "--partitioner",
+        choices=("murmur2", "round_robin"),
+        default="murmur2",
+        help="OrderedProducer's partitioner (keyed records either way; round_robin ignores the key)",
+    )
+    parser.add_argument(
         "--delivery-timeout-ms",
         type=int,
         help="message.timeout.ms (default: ordo's, librdkafka's for --plain)",
     )
     args = parser.parse_args(argv)
+    if args.plain and args.partitioner != "murmur2":
+        parser.error("--partitioner is OrderedProducer's: --plain uses librdkafka's murmur2_random")
     kafka = settings_from(args, parser)
 
     stop = stop_on_signals()
@@ -90,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             epoch_topic=args.epoch_topic,
             registry_topic=args.registry_topic,
             fencing=args.fencing,
+            partitioner=args.partitioner,
         )
     rng = random.Random(args.id)
     sequence = [0] * args.keys
