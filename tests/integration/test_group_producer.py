@@ -429,6 +429,37 @@ def test_a_unit_whose_producer_failed_without_a_new_owner_is_taken_back_and_done
         member.producer.close()
 
 
+def test_a_partition_that_keeps_failing_is_taken_back_later_each_time_until_a_unit_commits(
+    kafka: KafkaHandle, kube: Kube, pods: PodSet, log_topics: tuple[str, str]
+) -> None:
+    """No hot loop: each failure in a row doubles the wait before the member takes the partition
+    back (the ``lost`` event's ``retaking`` and the error say it); a committed unit starts again
+    from a second."""
+    pods.start("member", [sys.executable, "-c", "import time; time.sleep(600)"])
+    member = Member(kafka, kube, *log_topics, exactly_once=True)
+    try:
+        member.assign(0)
+        member.commit(0, "1")
+
+        def fail_once(wait: str) -> None:
+            tx = member.producer.transaction(0)
+            tx.produce(member.topic, b"doomed", b"k")
+            fencer = Producer(kafka.config(transactional_id=transactional_id(kube.namespace, "g", 0)))
+            fencer.init_transactions(30)
+            with pytest.raises(ProducerFencedError, match=f"takes it back in {wait}s"):
+                tx.commit("never")
+            assert member.events[-1].retaking == {0: float(wait)}
+            wait_for(lambda: member.events[-1].assigned == {0: "1"}, 30, "source partition 0 taken back")
+
+        fail_once("1")
+        fail_once("2")  # no commit since: the second failure in a row
+        member.commit(0, "1")
+        fail_once("1")
+        assert member.committed(member.topic) == [b"x", b"x"], "no failed unit is visible"
+    finally:
+        member.producer.close()
+
+
 def test_a_member_that_cannot_renew_its_lease_loses_everything_and_takes_it_again(
     kafka: KafkaHandle, kube: Kube, kube_server: KubeApiServer, pods: PodSet, log_topics: tuple[str, str]
 ) -> None:

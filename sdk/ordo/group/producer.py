@@ -715,6 +715,8 @@ class GroupProducer:
         try:
             self._retake(partition, token)
         except Exception as error:  # a thread of its own: nothing above it would say it
+            if self._closed:
+                return  # its readers and clients were closed under it
             _log.exception("member %s: taking source partition %d back failed", self.pod, partition)
             self._retake_failed(partition, token, repr(error))
 
