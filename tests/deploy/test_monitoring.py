@@ -81,7 +81,8 @@ def test_every_alert_has_a_case_that_fires_and_one_that_must_not() -> None:
     assert alerts == {
         "OrdoOperatorDown", "OrdoOperatorHandlerErrors", "OrdoGroupPartitionsUnassigned",
         "OrdoGroupNotReady", "OrdoExpansionStuck", "OrdoExpansionFailed",
-        "OrdoTopicPartitionsOutsideEpochs", "OrdoGateClosedTooLong",
+        "OrdoTopicPartitionsOutsideEpochs", "OrdoGateClosedTooLong", "OrdoMisplacedRecords",
+        "OrdoProducerFencedThroughKafka",
     }  # fmt: skip
     cases = [case for test in yaml.safe_load(TESTS.read_text())["tests"] for case in test["alert_rule_test"]]
     for alert in alerts:
