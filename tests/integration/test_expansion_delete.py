@@ -118,11 +118,12 @@ def test_deleting_expansions_held_by_a_stalled_producer_frees_the_topic(
     operator_process: Callable[..., OperatorProcess],
     tmp_path: Path,
 ) -> None:
-    """The issue's case, with the operator running: a producer with a 20 s session stops answering
-    (SIGSTOP) and holds the fence; a second expansion waits Pending behind the first. Deleting the
-    pending one changes nothing else; deleting the fencing one aborts it: the healthy producers
-    write again at once, and once the stalled producer is killed a new expansion completes (after
-    the fence waited out what the dead producer may still have queued)."""
+    """The issue's case, with the operator running: a producer with a 20 s session and
+    fencing=lease stops answering (SIGSTOP) and holds the fence; a second expansion waits Pending
+    behind the first. Deleting the pending one changes nothing else; deleting the fencing one
+    aborts it: the healthy producers write again at once, and once the stalled producer is killed
+    a new expansion completes (after the fence waited out what the dead producer may still have
+    queued)."""
     epochs, registry = log_topics
     topic = kafka.create_topic(4)
     operator_process().start()
@@ -133,7 +134,9 @@ def test_deleting_expansions_held_by_a_stalled_producer_frees_the_topic(
     stalled = Workload(
         kafka.bootstrap, topic, tmp_path / "stalled", producers=1, consumers=0, keys=50, rate=100,
         epoch_topic=epochs, registry_topic=registry, first_id=5,
-        producer_options=["--session-timeout", "20", "--delivery-timeout-ms", "6000"],
+        # fencing=lease: Kafka cannot fence it, so the fence waits for it (a broker-fenced one is
+        # fenced through Kafka after the grace: test_paused_producer)
+        producer_options=["--session-timeout", "20", "--delivery-timeout-ms", "6000", "--fencing", "lease"],
     ).start_producers()  # fmt: skip
     stuck = stalled.producers[0]
     grow = Expansions(kube.custom, kube.namespace)
