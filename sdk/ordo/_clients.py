@@ -39,10 +39,12 @@ from .errors import ConfigError
 __all__ = [
     "LIBRDKAFKA_LOGGER",
     "PRODUCER_ONLY",
+    "READ_COMMITTED",
     "BrokerErrors",
     "assign_known",
     "bounded_delivery",
     "cluster_metadata",
+    "committed_reads",
     "consumer_side",
     "drain",
     "fast_refill",
@@ -165,6 +167,25 @@ def bounded_delivery(config: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
         )
     result.setdefault("enable.idempotence", True)
     return result, timeout
+
+
+READ_COMMITTED = "read_committed"
+
+
+def committed_reads(config: Mapping[str, Any], reader: str, instead: str) -> dict[str, Any]:
+    """``config`` reading committed records only (librdkafka's default, made explicit), for a
+    gated ``reader``; ConfigError for another ``isolation.level``, naming what to do ``instead``. A
+    producer fenced through Kafka at an expansion leaves an aborted transaction of records placed
+    by the old partition count, which only read_committed readers skip (docs/reliability.md)."""
+    level = config.get("isolation.level")
+    if level is not None and str(level).lower() != READ_COMMITTED:
+        raise ConfigError(
+            f"{reader} reads committed records only, got isolation.level={level!r}: a producer "
+            "fenced at an expansion leaves an aborted transaction of records placed by the old "
+            "partition count, which read_uncommitted would deliver out of order; remove "
+            f"isolation.level (read_committed is the default), or {instead}"
+        )
+    return {**config, "isolation.level": READ_COMMITTED}
 
 
 def consumer_side(config: Mapping[str, Any]) -> dict[str, Any]:

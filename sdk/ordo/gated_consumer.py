@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from ._clients import assign_known, fast_refill, logged
+from ._clients import assign_known, committed_reads, fast_refill, logged
 from .control_topics import DEFAULT_EPOCH_TOPIC
 from .epochs import Gate
 from .epochs.consumer_gate import (
@@ -45,7 +45,6 @@ __all__ = ["UNKNOWN_PARTITION_GRACE", "GatedConsumer"]
 
 _log = logging.getLogger(__name__)
 _SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
-READ_COMMITTED = "read_committed"
 
 
 class GatedConsumer:
@@ -97,13 +96,13 @@ class GatedConsumer:
         if not self.topics:
             raise ConfigError("GatedConsumer needs at least one topic")
         group_protocol(config)  # refuses classic settings in a KIP-848 member, saying which
-        _committed_only(config)
+        config = committed_reads(config, "GatedConsumer", "read with a plain Consumer")
         # the application stores offsets itself (store_offsets) if it says so; else handing a
         # record out and being called again counts it processed
         self._auto_store = str(config.get("enable.auto.offset.store", True)).lower() not in ("false", "0")
         self._consumer = Consumer(
             fast_refill(
-                logged({**config, "enable.auto.offset.store": False, "isolation.level": READ_COMMITTED})
+                logged({**config, "enable.auto.offset.store": False})
             )
         )
         # With auto-commit, a gate of another member waits for this one's commit: passing a
@@ -512,20 +511,6 @@ class GatedConsumer:
         self._ready = deque(m for m in self._ready if _position(m)[0] not in gone)
         if self._user_revoke is not None:
             self._user_revoke(consumer, partitions)
-
-
-def _committed_only(config: Mapping[str, Any]) -> None:
-    """ConfigError unless ``config`` reads committed records (librdkafka's default): a producer
-    fenced through Kafka at an expansion leaves an aborted transaction of records placed by the
-    old partition count, which only read_committed readers skip (docs/reliability.md)."""
-    level = config.get("isolation.level")
-    if level is not None and str(level).lower() != READ_COMMITTED:
-        raise ConfigError(
-            f"GatedConsumer reads committed records only, got isolation.level={level!r}: a producer "
-            "fenced at an expansion leaves an aborted transaction of records placed by the old "
-            "partition count, which read_uncommitted would deliver out of order; remove "
-            "isolation.level (read_committed is the default), or read with a plain Consumer"
-        )
 
 
 def _position(message: Message) -> tuple[TP, int]:

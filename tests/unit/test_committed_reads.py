@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ordo import AsyncConsumer, ConfigError, GatedConsumer, gated_consumer
-from ordo.async_consumer import consumer as async_consumer
+from ordo import AsyncConsumer, ConfigError, GatedConsumer
+from ordo._clients import committed_reads
 
 # no broker listens there: a reader that got past its checks would fail differently (or hang)
 CONFIG = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
@@ -32,9 +32,8 @@ def test_gated_readers_refuse_anything_but_read_committed(level: str) -> None:
         {**CONFIG, "isolation.level": "READ_COMMITTED"},
     ],
 )
-def test_read_committed_or_the_default_passes_the_check(config: dict[str, str]) -> None:
-    gated_consumer._committed_only(config)
-    async_consumer._committed_only(config)
+def test_read_committed_or_the_default_passes_the_check_and_is_set(config: dict[str, str]) -> None:
+    assert committed_reads(config, "a reader", "read otherwise")["isolation.level"] == "read_committed"
 
 
 def test_an_ungated_async_consumer_reads_as_the_user_says() -> None:

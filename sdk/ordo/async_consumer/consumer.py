@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .. import metrics
-from .._clients import fast_refill
+from .._clients import committed_reads, fast_refill
 from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..epochs import Gate
 from ..epochs.consumer_gate import (
@@ -66,7 +66,6 @@ HOLD_STEP = 0.005
 """Seconds between the fetcher's looks at a full buffer it holds."""
 SKIP_CHECK_INTERVAL = 0.1
 """Gated: seconds between the fetcher's looks for offsets passed without a record (markers)."""
-READ_COMMITTED = "read_committed"
 Listener = Callable[[frozenset[TP]], None]
 """A rebalance callback: ``on_assign``, ``on_revoke`` or ``on_lost``, given the partitions."""
 
@@ -163,7 +162,7 @@ class AsyncConsumer:
         self.topics = list(topics)
         _check(config, self.topics, ordering, max_in_flight, max_buffered, revoke_timeout)
         if gate:
-            _committed_only(config)
+            config = committed_reads(config, "AsyncConsumer(gate=True)", "read with gate=False")
         policy = misplaced_policy(on_misplaced, "AsyncConsumer")
         if not gate and on_misplaced != "raise":
             raise ConfigError(
@@ -223,7 +222,6 @@ class AsyncConsumer:
                         "enable.auto.commit": False,
                         "enable.auto.offset.store": False,
                         "on_commit": self._on_commit,
-                        **({"isolation.level": READ_COMMITTED} if gate else {}),
                     }
                 )
             )
@@ -982,20 +980,6 @@ def _tps(partitions: Iterable[TP], method: str) -> list[TP]:
                 "one partition: pass [(topic, partition)])"
             )
     return tps
-
-
-def _committed_only(config: Mapping[str, Any]) -> None:
-    """Gated: ConfigError unless ``config`` reads committed records (librdkafka's default): a
-    producer fenced through Kafka at an expansion leaves an aborted transaction of records placed
-    by the old partition count, which only read_committed readers skip (docs/reliability.md)."""
-    level = config.get("isolation.level")
-    if level is not None and str(level).lower() != READ_COMMITTED:
-        raise ConfigError(
-            f"AsyncConsumer(gate=True) reads committed records only, got isolation.level={level!r}: "
-            "a producer fenced at an expansion leaves an aborted transaction of records placed by "
-            "the old partition count, which read_uncommitted would deliver out of order; remove "
-            "isolation.level (read_committed is the default), or read with gate=False"
-        )
 
 
 def _check(
