@@ -234,11 +234,12 @@ def register(settings: OperatorConfig) -> None:
         body: kopf.Body,
         meta: dict[str, Any],
         expansions_by_topic: kopf.Index[str, tuple[str, str, str, str]],
+        retry: int,
         **_: Any,
     ) -> None:
         if meta.get("deletionTimestamp"):
             return  # being deleted: undo_on_delete decides what is left to do
-        driver = _ExpansionDriver.start(settings, namespace, name, body, meta)
+        driver = _ExpansionDriver.start(settings, namespace, name, body, meta, retry)
         if driver is not None:
             driver.run(stopped, expansions_by_topic)
 
@@ -330,9 +331,16 @@ class _ExpansionDriver:
 
     @classmethod
     def start(
-        cls, settings: OperatorConfig, namespace: str, name: str, body: kopf.Body, meta: dict[str, Any]
+        cls,
+        settings: OperatorConfig,
+        namespace: str,
+        name: str,
+        body: kopf.Body,
+        meta: dict[str, Any],
+        retry: int = 0,
     ) -> _ExpansionDriver | None:
-        """A driver, or None when there is nothing to drive (ended, or refused with a status)."""
+        """A driver, or None when there is nothing to drive (ended, or refused with a status).
+        ``retry``: kopf's count of this daemon's earlier tries (kopf.TemporaryError)."""
         try:
             resource = OrderedTopicExpansion.model_validate(dict(body))
         except ValidationError as error:  # what the CRD schema cannot check, e.g. credentials in config
@@ -349,8 +357,23 @@ class _ExpansionDriver:
             metrics.record_expansion_phase(namespace, name, status.phase.value, _ended_at(status))
             return None
         try:
-            side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
+            side = _side(settings, resource, namespace)
         except KafkaConnectionError as error:
+            if status.phase in _FENCED:
+                # its fence is in the epoch log: failing now would leave the topic fenced with no
+                # expansion driving it (until the orphan-fence sweep); wait for the connection
+                topic, delay = resource.spec.topic, retry_delay(retry + 1)
+                message = (
+                    f"the Kafka connection cannot be resolved ({error}); epoch {status.epoch} of "
+                    f"{topic!r} stays fencing (its producers wait) until it can: restore what is "
+                    f"missing (next try in {delay:g} s), or delete the expansion (its finalizer "
+                    f"undoes the fence; ordo abort-fence --topic {topic} --epoch {status.epoch} does it "
+                    "by hand)"
+                )
+                if retry == 0:  # once per outage: the tries that follow say it in the log
+                    kopf.event(body, type="Warning", reason="ConnectionUnresolved", message=message)
+                _log.warning("%s/%s: %s", namespace, name, message)
+                raise kopf.TemporaryError(message, delay=delay) from error
             step = Step(ExpansionState(ExpansionPhase.FAILED), None, "InvalidKafkaConnection", str(error))
             _record(body, namespace, name, status, None, step, resource)
             metrics.ExpansionTimer(namespace, name).finish(step.state.phase.value)

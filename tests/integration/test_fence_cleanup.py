@@ -255,6 +255,45 @@ def test_a_secret_deleted_before_its_fencing_expansion_is_deleted(
         stubborn.close()
 
 
+def test_an_operator_restarted_without_the_connection_keeps_the_fencing_expansion_and_goes_on(
+    kafka: KafkaHandle,
+    kube: Kube,
+    log_topics: tuple[str, str],
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    """The operator is killed while an expansion fences, and the expansion's Secret is deleted
+    meanwhile: the restarted operator cannot resolve the connection and holds no clients for it.
+    It keeps the expansion Fencing (it marked it Failed before, leaving its fence for the orphan
+    sweep alone to find), says so in a ConnectionUnresolved Warning, and retries; once the Secret
+    is back the expansion goes on and completes."""
+    epochs, registry = log_topics
+    topic = kafka.create_topic(4)
+    secret = {"metadata": {"name": "kafka-restart"}, "stringData": {"client.id": "ordo-restart-test"}}
+    spec_kafka = {"bootstrapServers": kafka.bootstrap.replace("127.0.0.1", "localhost"),
+                  "secretRef": {"name": "kafka-restart"}}  # fmt: skip
+    stubborn = _Stubborn(kafka, registry, topic)
+    operator = operator_process(ORDO_ORPHAN_FENCE_SECONDS="0").start()
+    grow = Expansions(kube.custom, kube.namespace)
+    try:
+        kube.core.create_namespaced_secret(kube.namespace, secret)
+        grow.create("restarted", topic, 8, fenceTimeoutSeconds=300, kafka=spec_kafka)
+        epoch = grow.wait_phase("restarted", "Fencing", 60)["epoch"]
+        wait_for(_last_is(kafka, epochs, topic, (epoch, EpochState.FENCING)), 30, "the fence in the log")
+        operator.kill()
+        kube.core.delete_namespaced_secret("kafka-restart", kube.namespace)
+        operator.start()
+        said = wait_for(lambda: kube.events("ConnectionUnresolved"), 60, "a ConnectionUnresolved Warning")
+        assert "kafka-restart" in (said[0].message or "") and "stays fencing" in (said[0].message or "")
+        assert grow.status("restarted")["phase"] == "Fencing", "not Failed with its fence left behind"
+        assert _states(kafka, epochs, topic)[-1] == (epoch, EpochState.FENCING)
+        kube.core.create_namespaced_secret(kube.namespace, secret)
+        stubborn.close()  # the fence it held can complete now
+        status = grow.wait_phase("restarted", "Completed", 90)
+        assert (status["fromPartitions"], status["toPartitions"]) == (4, 8)
+    finally:
+        stubborn.close()
+
+
 @pytest.fixture
 def doomed(kube: Kube) -> Iterator[str]:
     """A namespace of this test's own, to delete (the operator is served from elsewhere)."""
