@@ -31,6 +31,23 @@ def test_every_schedule_kills_each_role_and_kills_through_expansions(seed: int, 
     assert all(0 <= r.lead <= limits.max_lead and (r.expand_to or not r.lead) for r in schedule)
 
 
-def test_a_run_too_short_for_every_role_is_refused() -> None:
-    with pytest.raises(ValueError, match="each of the 5 roles"):
-        make_rounds(1, 4)
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32), rounds=st.integers(1, len(Target) - 1))
+def test_a_short_run_kills_distinct_roles_each_through_an_expansion(seed: int, rounds: int) -> None:
+    """make test's one round (and any run too short for every role): which roles it kills varies
+    with the seed, and every kill runs through an expansion that grows the topic."""
+    limits = FailoverLimits()
+    schedule = make_rounds(seed, rounds, limits)
+    assert len(schedule) == rounds
+    assert len({r.target for r in schedule}) == rounds
+    growing = [r.expand_to for r in schedule]
+    assert all(growing) and growing == sorted(set(growing)) and growing[0] > limits.partitions
+
+
+def test_a_short_run_kills_the_first_roles_of_its_seeds_order() -> None:
+    assert [r.target for r in make_rounds(7, 2)] == [r.target for r in make_rounds(7, 5)][:2]
+
+
+def test_a_run_without_rounds_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one round"):
+        make_rounds(1, 0)

@@ -13,9 +13,9 @@ coordinator moved), how long writes stalled (until a record written after the ki
 per topic), how long units stalled (until every source partition committed again), how long the
 consumers stalled, the restart and the return to every ISR. Every wait has a deadline.
 
-Runs when ``ORDO_FAILOVER_ROUNDS`` says how many rounds: ``make failover`` (5, one per role: about 4
-minutes on this 2-core machine, more than ``make test`` affords) and ``make soak`` (20).
-``ORDO_CHAOS_SEED`` replays a run.
+Runs when ``ORDO_FAILOVER_ROUNDS`` says how many rounds: ``make test`` (and so CI) 1, on the
+3-broker cluster its session starts for other tests anyway; ``make failover`` 5, one per role
+(about 4 minutes on this 2-core machine); ``make soak`` 20. ``ORDO_CHAOS_SEED`` replays a run.
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ ROUNDS = int(os.environ.get("ORDO_FAILOVER_ROUNDS") or 0)
 pytestmark = [
     pytest.mark.testbed,
     pytest.mark.slow,
-    pytest.mark.skipif(not ROUNDS, reason="make failover and make soak run it (ORDO_FAILOVER_ROUNDS)"),
+    pytest.mark.skipif(
+        not ROUNDS, reason="make test, make failover and make soak run it (ORDO_FAILOVER_ROUNDS)"
+    ),
 ]
 
 GROUP, SOURCE_PARTITIONS, MEMBERS = "copy", 6, 3
@@ -397,5 +399,6 @@ def test_killed_brokers_lose_duplicate_and_reorder_nothing(world: World) -> None
     assert consumed.ok, f"{replay}: {consumed.summary()}; {consumed.examples}"
     assert sources.ok, f"{replay}: {sources.summary()}; {sources.examples}"
     assert sorted(final) == list(range(SOURCE_PARTITIONS)), f"{replay}: checkpoints {final}"
-    assert in_kafka.epochs >= 3, "expansions grew the topic through the kills"
+    grown = len({plan.expand_to for plan in plans if plan.expand_to})
+    assert in_kafka.epochs >= 1 + min(grown, 2), "expansions grew the topic through the kills"
     assert sources.records > 100, "the members copied through the kills"
