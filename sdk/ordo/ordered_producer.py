@@ -235,6 +235,7 @@ class OrderedProducer:
         self._held_why = ""  # why records wait (cannot initialise transactions: the error)
         self._commit_lock = threading.Lock()
         self._commit_now = threading.Event()
+        self._committed_at = time.monotonic()  # the last commit: the next is due an interval after
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
         self._scope: Transaction | None = None  # the open pre-registered transaction (KIP-609)
         self._availability_interval = availability_interval
@@ -837,15 +838,24 @@ class OrderedProducer:
             self._user_error_cb(error)
 
     def _commit_loop(self) -> None:
+        """Commits at least every ``commit_interval``, counted from the last commit (flush()'s
+        too: a producer that flushes more often pays no commits of the loop's on top), and at
+        once when woken (a fence found, a renewal due)."""
         while not self._stop.is_set():
-            self._commit_now.wait(self.commit_interval)
+            due = self._committed_at + self.commit_interval - time.monotonic()
+            woken = self._commit_now.wait(max(due, 0.0))
             self._commit_now.clear()
             if self._stop.is_set():
                 return
+            if not woken and time.monotonic() < self._committed_at + self.commit_interval:
+                continue  # a commit (flush()'s) came in between: the interval starts from it
+            turn = time.monotonic()
             try:
                 self._commit_turn(self.block_timeout)
             except Exception:  # the next turn tries again; say why meanwhile
                 _log.exception("producer %s: committing its transaction failed", self.producer_id)
+            # a turn with nothing to commit (or that failed) also counts: the next in an interval
+            self._committed_at = max(self._committed_at, turn)
 
     def _settle(self, fenced: Collection[str], timeout: float) -> bool:
         """Whether every record of the ``fenced`` topics queued before now is written (committed,
@@ -905,6 +915,7 @@ class OrderedProducer:
         except KafkaException as error:
             self._commit_failed(producer, error.args[0], timeout)
             return []
+        self._committed_at = time.monotonic()
         with self._lock:
             with self._gate:
                 reports = own.committed()
