@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("module", help="the program's module, run as __main__")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.moved_by is not None and not args.stop_in_produce:
+        parser.error("--moved-by says where --stop-in-produce stops: give both")
     if args.stop_in_produce:
         _install_stop_in_produce(args.stop_in_produce, args.moved_by)  # first: ordo's modules import Producer
     sys.argv = [args.module, *args.args]
