@@ -231,6 +231,7 @@ class OrderedProducer:
         self._committing = False  # the C path buffers (ordo._fastproduce), the Python path waits
         self._renewal_due = False  # the producer was fenced (or failed): a new one is needed
         self._epochs_stale = False  # aborted: the epoch log is read again before records go again
+        self._abort_due = False  # the transaction takes no more records: the committer aborts it
         self._started = False  # the first producer's transactions are initialised
         self._held_why = ""  # why records wait (cannot initialise transactions: the error)
         self._commit_lock = threading.Lock()
@@ -327,6 +328,7 @@ class OrderedProducer:
                     self._wait_writable(topic)
                     continue
                 failed: Producer | None = None
+                stuck: Producer | None = None
                 try:
                     hashes = self._hashes
                     if hashes is not None and key is not None:
@@ -379,14 +381,22 @@ class OrderedProducer:
                     kafka_error = error.args[0]
                     if own is not None and after_failure(kafka_error) == Remedy.RENEW:
                         failed = raw  # fenced (or failed for good): renewed below, then sent again
+                    elif own is not None and kafka_error.code() == KafkaError._STATE:
+                        # the transaction takes no record: it must be aborted (the coordinator
+                        # timed it out during a pause, a record failed); nothing was queued
+                        stuck = raw
                     elif kafka_error.code() != KafkaError._UNKNOWN_PARTITION:
                         raise
                     else:
                         pinned = chosen  # the epoch is ahead of librdkafka's metadata: refresh, then retry
                 finally:
                     gate.release()
-                if failed is not None:
-                    self._must_renew(failed)
+                if failed is not None or stuck is not None:
+                    if failed is not None:
+                        self._must_renew(failed)
+                    else:
+                        assert stuck is not None
+                        self._must_abort(stuck)
                     if resending:
                         return False
                     continue
@@ -518,7 +528,17 @@ class OrderedProducer:
         return murmur2_partitions(keys if isinstance(keys, list | tuple) else list(keys), count)
 
     def poll(self, timeout: float = 0) -> int:
-        return int(self._producer.poll(timeout))
+        """Serve delivery callbacks (with ordo's own transactions they run after the commit, on
+        the thread that committed) and errors; a producer fenced through Kafka is reopened, not
+        raised to the application."""
+        producer = self._producer
+        try:
+            return int(producer.poll(timeout))
+        except KafkaException as error:
+            if self._own is None or after_failure(error.args[0]) != Remedy.RENEW:
+                raise
+            self._must_renew(producer)
+            return 0
 
     def flush(self, timeout: float = 30.0) -> int:
         """Wait until every record is delivered (with ordo's own transactions: committed, after
@@ -857,6 +877,15 @@ class OrderedProducer:
             # a turn with nothing to commit (or that failed) also counts: the next in an interval
             self._committed_at = max(self._committed_at, turn)
 
+    def _settled(self, fenced: Collection[str]) -> bool:
+        """``_settle`` for the heartbeat thread, which must outlive any failure of it (it is the
+        producer's liveness): a failure is no acknowledgement, said in the log."""
+        try:
+            return self._settle(fenced, self.session_timeout)
+        except Exception:  # the next turn tries again
+            _log.exception("producer %s: settling before a fence's acknowledgement failed", self.producer_id)
+            return False
+
     def _settle(self, fenced: Collection[str], timeout: float) -> bool:
         """Whether every record of the ``fenced`` topics queued before now is written (committed,
         with ordo's own transactions): what acknowledging their fence promises. Records of an
@@ -890,11 +919,14 @@ class OrderedProducer:
     def _commit_locked(self, timeout: float) -> list[Report]:
         own = self._own
         assert own is not None
-        self._producer.poll(0)  # its log lines and errors (error_cb), which no commit may serve
+        self.poll(0)  # its log lines and errors (error_cb), which no commit may serve
         fatal, self._fatal = self._fatal, None
         if fatal is not None:
             self._must_renew(fatal)
         if self._renewal_due and not self._renew_producer():
+            return []
+        if self._abort_due:
+            self._abort_stuck(timeout)
             return []
         if own.resend and self._epochs_stale:
             # an abort (a record failed, the coordinator timed the transaction out after a pause)
@@ -979,6 +1011,41 @@ class OrderedProducer:
         self._held = True
         self._refresh_writable()
 
+    def _must_abort(self, stuck: Producer) -> None:
+        """``stuck`` (the producer of now) refused a record with _STATE outside a commit: its
+        transaction is in an abortable state. The committer aborts it and sends its records again."""
+        with self._lock:
+            with self._gate:
+                if stuck is not self._producer or self._renewal_due or self._abort_due:
+                    return
+                self._abort_due = True
+                self._held = True
+                self._refresh_writable()
+            self._lock.notify_all()
+        self._commit_now.set()
+
+    def _abort_stuck(self, timeout: float) -> None:
+        """Abort a transaction that takes no more records (``_must_abort``); tried again at the
+        next turn while the abort itself cannot be done."""
+        producer = self._producer
+        try:
+            producer.abort_transaction(timeout)
+        except KafkaException as error:
+            if after_failure(error.args[0]) == Remedy.RENEW:
+                self._abort_due = False
+                self._must_renew(producer)
+            else:
+                _log.warning("producer %s: cannot abort its transaction yet: %s", self.producer_id, error)
+            return
+        self._abort_due = False
+        _log.warning(
+            "producer %s: its transaction took no more records; aborted, sending again", self.producer_id
+        )
+        with self._lock, self._gate:
+            self._aborted()
+        producer.begin_transaction()
+        self._commit_now.set()
+
     def _must_renew(self, failed: Producer) -> None:
         """``failed`` (the producer of now, else nothing is done) was fenced or failed for good:
         its transaction is lost, its records go again once a new producer is open."""
@@ -987,6 +1054,7 @@ class OrderedProducer:
                 if failed is not self._producer or self._renewal_due:
                     return
                 self._renewal_due = True
+                self._abort_due = False  # the new producer's transaction starts clean
                 self._aborted()
             self._lock.notify_all()
         self._commit_now.set()
@@ -1090,7 +1158,7 @@ class OrderedProducer:
         interval = self.session_timeout / 3
         while not self._stop.is_set():
             fenced = self._pending_fences()
-            if fenced and not self._settle(fenced, self.session_timeout):
+            if fenced and not self._settled(fenced):
                 # Records sent before the fence are not all written yet: acknowledging now would
                 # let the thresholds be read before them. Report liveness only; the next turn
                 # tries again (a fence that times out is aborted by the operator, or the

@@ -15,7 +15,6 @@ under it do not count a hidden pause, and do count one that is not hidden.
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from ordo.ordered_producer import OrderedProducer
 from ordo_testbed.frozen_clock import SHORTEST_HIDDEN_PAUSE, FrozenClock
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
@@ -128,19 +126,8 @@ OPTIONS = [
 LEASE_BOUND = SESSION + DELIVERY + MARGIN
 """How long the operator waits for a silent lease-mode producer after its last report."""
 
-_ACCEPTS_FENCING = "fencing" in inspect.signature(OrderedProducer).parameters
-MODES = [  # lease mode, and the default mode (None: broker, ordo's own transactions)
-    pytest.param("lease", id="lease"),
-    pytest.param(
-        None,
-        id="default",
-        marks=pytest.mark.skipif(
-            not _ACCEPTS_FENCING,
-            reason="OrderedProducer does not take fencing= yet: the default mode (broker: ordo's own "
-            "transactions, fenced by the operator through InitProducerId) is not there to test",
-        ),
-    ),
-]
+# lease mode, and the default mode (None: broker, ordo's own transactions)
+MODES = [pytest.param("lease", id="lease"), pytest.param(None, id="default")]
 
 
 @pytest.fixture

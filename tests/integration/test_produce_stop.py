@@ -17,14 +17,12 @@ Judged from what reached Kafka: the independent verifier and a fresh GatedConsum
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ordo.ordered_producer import OrderedProducer
 from ordo.partitioners import murmur2_partition
 from ordo_testbed.kafka import Fault
 from ordo_testbed.kafka.fixtures import KafkaHandle
@@ -45,47 +43,8 @@ LEASE_BOUND = SESSION + DELIVERY + MARGIN
 """How long the operator waits for a silent lease-mode producer after its last report."""
 HOLD = LEASE_BOUND + 6  # past that wait, the fence and the thresholds, on a loaded machine too
 
-_ACCEPTS_FENCING = "fencing" in inspect.signature(OrderedProducer).parameters
-_DEFAULT_THERE = pytest.mark.skipif(
-    not _ACCEPTS_FENCING,
-    reason="OrderedProducer does not take fencing= yet: the default mode (broker: ordo's own "
-    "transactions, fenced by the operator through InitProducerId) is not there to test",
-)
 # lease mode, and the default mode (None: broker, ordo's own transactions)
-HELD_MODES = [
-    pytest.param("lease", id="lease"),
-    pytest.param(
-        None,
-        id="default",
-        marks=[
-            _DEFAULT_THERE,
-            pytest.mark.xfail(
-                reason="found here (1 run of 2): the heartbeat thread died of KafkaException(_FENCED) "
-                "raised by self._producer.poll(0) in _commit_locked (from _settle, acknowledging the "
-                "fence) once the operator fenced the producer; the records it sent again were never "
-                "acknowledged (flush(60) left 175) and close() did not return within 90 s",
-                strict=False,
-            ),
-        ],
-    ),
-]
-STOP_MODES = [
-    pytest.param("lease", id="lease"),
-    pytest.param(
-        None,
-        id="default",
-        marks=[
-            _DEFAULT_THERE,
-            pytest.mark.xfail(
-                reason="found here (2 runs of 3): woken inside produce() after its transaction failed "
-                "(records timed out over the stop, or the operator fenced it), the default mode's "
-                "OrderedProducer lets librdkafka's KafkaException(_STATE, 'Erroneous state') out of "
-                "produce() and the application dies, instead of keeping the record to send again",
-                strict=False,
-            ),
-        ],
-    ),
-]
+MODES = [pytest.param("lease", id="lease"), pytest.param(None, id="default")]
 
 
 @pytest.fixture
@@ -122,7 +81,7 @@ def _assert_nothing_misplaced_nor_lost(producer: ProducerUnderTest, verdicts: Ve
     assert gated.delivered == stored.records
 
 
-@pytest.mark.parametrize("fencing", STOP_MODES)
+@pytest.mark.parametrize("fencing", MODES)
 def test_a_producer_stopped_between_its_lease_check_and_the_hand_off(
     fencing: str | None,
     kafka: KafkaHandle,
@@ -178,7 +137,7 @@ def test_a_producer_stopped_between_its_lease_check_and_the_hand_off(
     _assert_nothing_misplaced_nor_lost(producer, verdicts)
 
 
-@pytest.mark.parametrize("fencing", HELD_MODES)
+@pytest.mark.parametrize("fencing", MODES)
 def test_a_produce_request_held_longer_than_the_delivery_timeout(
     fencing: str | None,
     kafka: KafkaHandle,
