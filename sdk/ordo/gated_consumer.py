@@ -100,11 +100,7 @@ class GatedConsumer:
         # the application stores offsets itself (store_offsets) if it says so; else handing a
         # record out and being called again counts it processed
         self._auto_store = str(config.get("enable.auto.offset.store", True)).lower() not in ("false", "0")
-        self._consumer = Consumer(
-            fast_refill(
-                logged({**config, "enable.auto.offset.store": False})
-            )
-        )
+        self._consumer = Consumer(fast_refill(logged({**config, "enable.auto.offset.store": False})))
         # With auto-commit, a gate of another member waits for this one's commit: passing a
         # threshold commits at once instead of up to auto.commit.interval.ms (5 s) later. With
         # auto-commit off the application's commits open gates, and commit when it chooses.
