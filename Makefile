@@ -21,7 +21,7 @@ help:
 	@echo "make soak     - 30 min chaos soak, 20 failover rounds, every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): VERSION pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
-  setup.py operator/setup.py spark_apps/setup.py testbed/setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c scripts/system-deps testbed/kube-apiserver/go.mod \
+  setup.py operator/setup.py spark_apps/setup.py testbed/setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c sdk/ordo/_murmur2.h scripts/system-deps testbed/kube-apiserver/go.mod \
   testbed/promtool/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -8,7 +8,9 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("ordo._fastproduce", ["sdk/ordo/_fastproduce.c"], optional=True),
-        Extension("ordo._fastscan", ["sdk/ordo/_fastscan.c"], optional=True),
+        Extension(
+            "ordo._fastproduce", ["sdk/ordo/_fastproduce.c"], depends=["sdk/ordo/_murmur2.h"], optional=True
+        ),
+        Extension("ordo._fastscan", ["sdk/ordo/_fastscan.c"], depends=["sdk/ordo/_murmur2.h"], optional=True),
     ]
 )

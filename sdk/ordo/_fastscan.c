@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "_murmur2.h"
+
 typedef struct {
     PyObject_HEAD
     PyObject *topic;
@@ -53,38 +55,6 @@ typedef struct {
     Range *items;
     Py_ssize_t size, capacity;
 } Ranges;
-
-/* The Java client's Utils.murmur2 (signed 32-bit), the twin of _fastproduce.c's. */
-static int32_t
-murmur2(const unsigned char *data, Py_ssize_t length)
-{
-    const uint32_t m = 0x5bd1e995;
-    uint32_t h = 0x9747b28cU ^ (uint32_t)length;
-    Py_ssize_t i, tail = length & ~(Py_ssize_t)3;
-    for (i = 0; i < tail; i += 4) {
-        uint32_t k = (uint32_t)data[i] | (uint32_t)data[i + 1] << 8 | (uint32_t)data[i + 2] << 16 |
-                     (uint32_t)data[i + 3] << 24;
-        k *= m;
-        k ^= k >> 24;
-        k *= m;
-        h = (h * m) ^ k;
-    }
-    switch (length & 3) {
-    case 3:
-        h ^= (uint32_t)data[tail + 2] << 16;
-        /* fall through */
-    case 2:
-        h ^= (uint32_t)data[tail + 1] << 8;
-        /* fall through */
-    case 1:
-        h ^= data[tail];
-        h *= m;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
-    return (int32_t)h;
-}
 
 static int
 read_count(PyObject *number, int64_t *out)
