@@ -357,7 +357,12 @@ class _ExpansionDriver:
             metrics.record_expansion_phase(namespace, name, status.phase.value, _ended_at(status))
             return None
         try:
-            side = _side(settings, resource, namespace)
+            # one in flight goes on with the clients that drove it if its connection went away; a
+            # new one must resolve its own (a missing Secret is bad input, not other credentials)
+            if status.phase in _FENCED:
+                side = _side(settings, resource, namespace)
+            else:
+                side = clients_for(kafka_config(resource.spec.kafka, namespace, settings), settings)
         except KafkaConnectionError as error:
             if status.phase in _FENCED:
                 # its fence is in the epoch log: failing now would leave the topic fenced with no
