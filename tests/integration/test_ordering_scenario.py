@@ -16,7 +16,7 @@ import pytest
 from ordo_sandbox.scenario.verify import Verdict, read_acknowledged
 from ordo_sandbox.scenario.workload import Workload
 from ordo_testbed.kafka.fixtures import KafkaHandle
-from ordo_testbed.kafka.testing import await_records, records_in
+from ordo_testbed.kafka.testing import records_in, records_per_partition
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.waiting import wait_for
@@ -60,10 +60,17 @@ def _expand(kube: Kube, topic: str, partitions: int) -> None:
 
 
 def _traffic(kafka: KafkaHandle, topic: str, partitions: int, at_least: int, what: str) -> int:
-    """Wait until the topic holds ``at_least`` records (its end offsets' sum); returns the sum."""
+    """Wait until the topic holds ``at_least`` committed records (end offsets would count the
+    markers of ordo's own transactions too); returns how many it holds."""
     started = time.monotonic()
-    more = at_least - records_in(kafka.bootstrap, topic, partitions)
-    total = await_records(kafka.bootstrap, topic, partitions, max(0, more))
+    total = wait_for(
+        lambda: (
+            (n := sum(records_per_partition(kafka.bootstrap, topic, partitions).values())) >= at_least and n
+        ),
+        60,
+        f"{at_least} records in {topic}",
+        step=0.5,
+    )
     print(f"{what}: {total} records after {time.monotonic() - started:.1f}s")
     return total
 
