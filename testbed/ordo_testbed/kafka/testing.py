@@ -10,7 +10,15 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from ordo_testbed.waiting import wait_for
 
-__all__ = ["consume", "end_offsets", "records_per_partition", "values", "wait_for"]
+__all__ = [
+    "await_records",
+    "committed_records",
+    "consume",
+    "end_offsets",
+    "records_per_partition",
+    "values",
+    "wait_for",
+]
 
 
 def consume(consumer: Consumer, count: int | None = None, *, until_eof: int | None = None,
@@ -108,12 +116,19 @@ def records_in(bootstrap: str, topic: str, partitions: int) -> int:
     return sum(end_offsets(bootstrap, topic, partitions).values())
 
 
+def committed_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """How many committed records partitions 0..n-1 of ``topic`` hold (``records_per_partition``)."""
+    return sum(records_per_partition(bootstrap, topic, partitions).values())
+
+
 def await_records(bootstrap: str, topic: str, partitions: int, more: int, timeout: float = 60.0) -> int:
-    """Wait until ``topic`` holds ``more`` records beyond what it holds now (traffic, not time);
-    returns the count then."""
-    wanted = records_in(bootstrap, topic, partitions) + more
+    """Wait until ``topic`` holds ``more`` committed records beyond what it holds now (traffic, not
+    time); returns the count then. Records, not offsets: the transactions of ordo's producers put
+    a marker in every partition they write, as many as the records at low rates."""
+    wanted = committed_records(bootstrap, topic, partitions) + more
     return wait_for(
-        lambda: (n := records_in(bootstrap, topic, partitions)) >= wanted and n,
+        lambda: (n := committed_records(bootstrap, topic, partitions)) >= wanted and n,
         timeout,
         f"{more} more records",
+        step=0.25,
     )
