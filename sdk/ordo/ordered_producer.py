@@ -948,14 +948,21 @@ class OrderedProducer:
             self._commit_failed(producer, error.args[0], timeout)
             return []
         self._committed_at = time.monotonic()
+        failed: KafkaException | None = None
         with self._lock:
             with self._gate:
                 reports = own.committed()
-                producer.begin_transaction()
-                self._drain(producer)
+                try:
+                    producer.begin_transaction()
+                    self._drain(producer)
+                except KafkaException as error:  # failed for good just now: renewed below
+                    failed = error
                 self._set_committing_locked(False)
             self._lock.notify_all()
-        if not own.resend:
+        if failed is not None:
+            _log.warning("producer %s: cannot begin its next transaction: %s", self.producer_id, failed)
+            self._must_renew(producer)  # what was taken meanwhile goes again with the new one
+        elif not own.resend:
             self._set_held(False)
         return reports
 
