@@ -236,7 +236,7 @@ class OrderedProducer:
         self._held_why = ""  # why records wait (cannot initialise transactions: the error)
         self._commit_lock = threading.Lock()
         self._commit_now = threading.Event()
-        self._committed_at = time.monotonic()  # the last commit: the next is due an interval after
+        self._committed_at = time.monotonic()  # the last commit (the committer's count starts over)
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
         self._scope: Transaction | None = None  # the open pre-registered transaction (KIP-609)
         self._availability_interval = availability_interval
@@ -858,24 +858,39 @@ class OrderedProducer:
             self._user_error_cb(error)
 
     def _commit_loop(self) -> None:
-        """Commits at least every ``commit_interval``, counted from the last commit (flush()'s
-        too: a producer that flushes more often pays no commits of the loop's on top), and at
-        once when woken (a fence found, a renewal due)."""
+        """Commits once a record has waited ``commit_interval`` uncommitted: counted from when
+        this loop first saw the open transaction hold records (it looks every quarter interval),
+        so a producer idle between bursts, or one that flushes more often, pays no commits of
+        the loop's; and at once when woken (a fence found, a renewal or an abort due)."""
+        own = self._own
+        assert own is not None
+        look = self.commit_interval / 4
+        first_seen: float | None = None  # when the open transaction was first seen holding records
+        last_turn = 0.0
         while not self._stop.is_set():
-            due = self._committed_at + self.commit_interval - time.monotonic()
-            woken = self._commit_now.wait(max(due, 0.0))
+            woken = self._commit_now.wait(look)
             self._commit_now.clear()
             if self._stop.is_set():
                 return
-            if not woken and time.monotonic() < self._committed_at + self.commit_interval:
-                continue  # a commit (flush()'s) came in between: the interval starts from it
-            turn = time.monotonic()
+            now = time.monotonic()
+            if first_seen is not None and self._committed_at >= first_seen:
+                first_seen = None  # committed meanwhile (flush(), a fence): those records are written
+            # records to send again, a producer to start or renew, a transaction to abort: a turn
+            # an interval (a woken turn at once)
+            chores = bool(own.resend) or self._renewal_due or self._abort_due
+            if not woken and not (chores and now - last_turn >= self.commit_interval):
+                if not own.entries and not own.pending:
+                    continue
+                if first_seen is None:
+                    first_seen = now
+                if now - first_seen < self.commit_interval:
+                    continue
+            last_turn = now
             try:
                 self._commit_turn(self.block_timeout)
             except Exception:  # the next turn tries again; say why meanwhile
                 _log.exception("producer %s: committing its transaction failed", self.producer_id)
-            # a turn with nothing to commit (or that failed) also counts: the next in an interval
-            self._committed_at = max(self._committed_at, turn)
+            first_seen = time.monotonic() if own.entries or own.pending else None
 
     def _settled(self, fenced: Collection[str]) -> bool:
         """``_settle`` for the heartbeat thread, which must outlive any failure of it (it is the
