@@ -20,6 +20,7 @@ __all__ = [
     "KafkaAuthentication",
     "KafkaConnection",
     "KafkaTls",
+    "KafkaTopicRef",
     "PasswordSecret",
     "SecretRef",
 ]
@@ -165,6 +166,22 @@ class SecretRef(Model):
         description="Secret in the resource's namespace whose keys are librdkafka options "
         "(e.g. sasl.username, sasl.password, ssl.ca.pem), merged over `config`. For a Strimzi "
         "KafkaUser's Secret use `authentication` instead.",
+    )
+
+
+class KafkaTopicRef(Model):
+    """A Strimzi KafkaTopic that manages the topic: after creating partitions the operator raises
+    its ``spec.partitions`` to the new count, so Strimzi's topic operator stays Ready instead of
+    refusing a count below the topic's ("Number of partitions cannot be decreased")."""
+
+    name: str = Field(
+        pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="The KafkaTopic's metadata.name."
+    )
+    namespace: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="The KafkaTopic's namespace (default: the resource's own).",
     )
 
 
