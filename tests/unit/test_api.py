@@ -256,7 +256,11 @@ def test_label_selector_query_and_matching() -> None:
 
 def test_crd_files_parse_as_yaml_with_the_expected_names() -> None:
     names = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in CRDS.glob("*.yaml")}
-    assert names == {"producergroups.ordo.dev", "orderedtopicexpansions.ordo.dev"}
+    assert names == {
+        "producergroups.ordo.dev",
+        "orderedtopicexpansions.ordo.dev",
+        "topicautoscalers.ordo.dev",
+    }
     pg = crd_manifest(ProducerGroup)["spec"]
     assert pg["names"]["shortNames"] == ["pg"] and pg["names"]["categories"] == ["ordo"]
     assert pg["versions"][0]["subresources"] == {"status": {}}

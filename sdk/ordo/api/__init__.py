@@ -27,6 +27,12 @@ from .producer_group import (
     ProducerGroupSpec,
     ProducerGroupStatus,
 )
+from .topic_autoscaler import (
+    Growth,
+    TopicAutoscaler,
+    TopicAutoscalerSpec,
+    TopicAutoscalerStatus,
+)
 from .topic_expansion import (
     ExpansionPhase,
     OrderedTopicExpansion,
@@ -34,7 +40,7 @@ from .topic_expansion import (
     OrderedTopicExpansionStatus,
 )
 
-RESOURCES = (ProducerGroup, OrderedTopicExpansion)
+RESOURCES = (ProducerGroup, OrderedTopicExpansion, TopicAutoscaler)
 
 __all__ = [
     "API_GROUP",
@@ -45,6 +51,7 @@ __all__ = [
     "Condition",
     "ExpansionPhase",
     "GenericSecretSource",
+    "Growth",
     "KafkaAuthentication",
     "KafkaConnection",
     "KafkaTls",
@@ -59,5 +66,8 @@ __all__ = [
     "ProducerGroupSpec",
     "ProducerGroupStatus",
     "SecretRef",
+    "TopicAutoscaler",
+    "TopicAutoscalerSpec",
+    "TopicAutoscalerStatus",
     "set_condition",
 ]
