@@ -3,9 +3,19 @@
 ``TopicFence``: where one topic's fence stands (the epoch log's news moves it, an acknowledged
 report ends its wait). ``LeaseState``: until when the producer may queue records at all (a report that
 arrived renews it; one that cannot be sent past it stops the producer until the epoch log is read
-again). A topic takes a record only while ``writable``: not fenced, and the producer neither
-stopped nor closed (nor held by a commit of its own). No lock, no Kafka, no clock: the caller
-passes the time and holds the locks.
+again). A topic takes every record only while ``writable``: not fenced, and the producer neither
+stopped nor closed (nor held by a commit of its own). During a fence it has acknowledged, it
+still takes the records whose partition the fence does not change (``staying``, issue 43): the
+rest wait (``parks``) until the epoch is published or aborted. No lock, no Kafka, no clock: the
+caller passes the time and holds the locks.
+
+Why a staying record may be written during the fence: the fence exists so that no record placed
+by the old count lands in an old partition past its threshold (read once every producer
+acknowledged or was fenced through Kafka). A key with murmur2(key) % old == murmur2(key) % new is
+placed in the same partition by both counts, so its records are where the new epoch wants them
+whether they land before or after the threshold, in the order they were handed over; a keyless
+record has no key order and any old partition exists under the new count. Only moved keys' records
+would land misplaced, so only they wait, and they go by the count the fence ends with.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from .epochs import EpochHistory, EpochState
 
-__all__ = ["LeaseState", "TopicFence", "writable"]
+__all__ = ["LeaseState", "TopicFence", "parks", "staying", "staying_writable", "writable"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,8 @@ class TopicFence:
     """The fencing epoch the producer stopped for."""
     acked: int = -1
     """The fencing epoch it reported as acknowledged."""
+    partitions: int = 0
+    """The fencing epoch's partition count (0: none known, e.g. a topic not reported yet)."""
 
     @classmethod
     def unreported(cls) -> TopicFence:
@@ -38,8 +50,8 @@ class TopicFence:
         """After the epoch log's latest history of the topic: blocked while an epoch fences."""
         current = history.current
         if current.state == EpochState.FENCING:
-            return replace(self, blocked=True, epoch=current.epoch)
-        return replace(self, blocked=False)
+            return replace(self, blocked=True, epoch=current.epoch, partitions=current.partitions)
+        return replace(self, blocked=False, partitions=0)
 
     @property
     def unacknowledged(self) -> int | None:
@@ -88,3 +100,31 @@ def writable(fence: TopicFence, lease: LeaseState, closed: bool, held: bool = Fa
     ``held``: the producer's own transaction is being committed, or records of an aborted one are
     still to send again (they go first)."""
     return not fence.blocked and not lease.stopped and not closed and not held
+
+
+def staying_writable(fence: TopicFence, lease: LeaseState, closed: bool, held: bool = False) -> bool:
+    """Whether the topic takes its ``staying`` records while fenced: the fence is acknowledged
+    (what was queued before it is written, so the thresholds follow it) and its new count known,
+    and nothing else holds the producer. A fence not acknowledged yet holds every record: the
+    acknowledgement waits for the topic's queue to drain (``OrderedProducer._settle``)."""
+    return (
+        fence.blocked
+        and fence.partitions > 0
+        and fence.acked >= fence.epoch
+        and not lease.stopped
+        and not closed
+        and not held
+    )
+
+
+def staying(key_hash: int | None, old: int, new: int) -> bool:
+    """Whether a record goes to the same partition by the ``old`` and the ``new`` count: its key's
+    non-negative murmur2 hash (``to_positive``) modulo both is the same; a keyless record (None) has
+    no key order to keep and every partition under ``old`` exists under ``new``."""
+    return key_hash is None or key_hash % old == key_hash % new
+
+
+def parks(key_hash: int | None, old: int, new: int) -> bool:
+    """Whether a record handed over during an acknowledged fence waits for its end (the epoch
+    published: then by ``new``; aborted: by ``old``): its key moves."""
+    return not staying(key_hash, old, new)
