@@ -30,6 +30,7 @@ from . import metrics
 from .config import OperatorConfig
 from .crash import crash_point
 from .kafka import KafkaSide, clients_for, known_sides
+from .kafka_topics import follow_completed, follow_created
 from .kube import (
     KafkaConnectionError,
     kafka_config,
@@ -224,6 +225,7 @@ def register(settings: OperatorConfig) -> None:
         topic = str((body.get("spec") or {}).get("topic", ""))
         expanding = any(phase in _IN_FLIGHT_VALUES for _, phase, _, _ in expansions_by_topic.get(topic, []))
         _check_partitions(settings, name, namespace, body, expanding)
+        follow_completed(settings, body)
 
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_expansion", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]
     @metrics.count_errors
@@ -455,6 +457,8 @@ class _ExpansionDriver:
         self.state = state
         if note is not None:
             kopf.event(self.body, type="Normal", reason="TookEffect", message=note)
+        if step.effect == Effect.CREATE_PARTITIONS:  # Strimzi's KafkaTopic raised once they exist
+            self.status = follow_created(self.body, self.resource, self.status, self.side)
         crash_point(f"after:{step.effect}")
         if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
             self._record(Step(state, None, step.reason, step.message))

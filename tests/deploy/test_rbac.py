@@ -63,6 +63,7 @@ def test_workload_namespaces_keep_pod_patches_and_secrets_out_of_the_cluster_wid
     bound = {o["roleRef"]["name"] for o in objects if o["kind"] == "ClusterRoleBinding"}
     (cluster_wide,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] in bound]
     workloads = {Permission("", "pods", "patch"), Permission("", "secrets", "get")}
+    workloads |= {Permission("kafka.strimzi.io", "kafkatopics", verb) for verb in ("get", "patch")}
     assert not granted(cluster_wide["rules"]) & workloads
     bindings = [o for o in objects if o["kind"] == "RoleBinding" and component(o) == "operator"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["billing", "data"]
@@ -86,6 +87,7 @@ def test_derivation_sees_the_current_operator() -> None:
         Permission("ordo.dev", "orderedtopicexpansions", "patch"),  # the daemon's finalizer
         Permission("ordo.dev", "orderedtopicexpansions/status", "patch"),  # kube.patch_status
         Permission("", "secrets", "get"),  # spec.kafka.secretRef
+        Permission("kafka.strimzi.io", "kafkatopics", "patch"),  # spec.kafkaTopicRef
         Permission("", "events", "create"),
         Permission("", "pods", "patch"),  # ProducerGroup assignments
         Permission("coordination.k8s.io", "leases", "watch"),  # members' Leases

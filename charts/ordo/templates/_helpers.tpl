@@ -125,6 +125,10 @@ rbac.workloadNamespaces, a RoleBinding in each of those namespaces grants it, no
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get]
+# spec.kafkaTopicRef of an expansion: Strimzi's KafkaTopic raised to the partitions it created.
+- apiGroups: [kafka.strimzi.io]
+  resources: [kafkatopics]
+  verbs: [get, patch]
 {{- end }}
 
 {{/*

@@ -17,7 +17,7 @@ from .common import (
     Resource,
     Validation,
 )
-from .kafka import KafkaConnection
+from .kafka import KafkaConnection, KafkaTopicRef
 
 __all__ = [
     "ExpansionPhase",
@@ -77,6 +77,12 @@ class OrderedTopicExpansionSpec(Model):
     kafka: KafkaConnection | None = Field(
         default=None, description="Kafka connection; the operator's default when absent."
     )
+    kafka_topic_ref: KafkaTopicRef | None = Field(
+        default=None,
+        description="The Strimzi KafkaTopic of the topic: once the new partitions exist the operator "
+        "raises its spec.partitions to the new count (never lowers it), so Strimzi's topic operator "
+        "stays Ready; condition KafkaTopicInSync says how it went.",
+    )
 
 
 class OrderedTopicExpansionStatus(Model):
@@ -108,7 +114,7 @@ class OrderedTopicExpansionStatus(Model):
     message: str = Field(default="", description="What happened last, for people.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready, Progressing, Failed, Waiting.",
+        description="Ready, Progressing, Failed, Waiting, PartitionsInSync, KafkaTopicInSync.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     observed_generation: int | None = Field(
