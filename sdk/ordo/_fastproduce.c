@@ -10,6 +10,11 @@
  * the others (it had served every record in Python, 2.5 µs more each, measured), and so does a
  * declared transaction (KIP-609; it had taken Python for every record).
  *
+ * During a fence the producer has acknowledged, the route is (old count, to Python, new count):
+ * a key the old and the new count put in the same partition goes on here (ordo.fence, issue 43:
+ * keys that stay are never stalled); a moved key's record goes to Python, which parks it until the
+ * fence ends. The fence's route is set and closed under the GIL, as any other.
+ *
  * murmur2 is hashed here (a few ns for a short key): a cache of Python-computed hashes missed at
  * every record of a key space larger than the cache, and a miss cost 10 µs a record in the Python
  * path (measured). The module's murmur2() serves partitioners.murmur2, whose pure-Python twin
@@ -131,15 +136,21 @@ FastProduce_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         PyUnicode_CheckExact(topic) && PyBytes_CheckExact(key)) {
         PyObject *count = PyDict_GetItemWithError(self->routes, topic);
         PyObject *python = NULL; /* partitions whose records need Python (a stamp, a declaration) */
-        if (count != NULL && PyTuple_CheckExact(count) && PyTuple_GET_SIZE(count) == 2) {
+        long fenced_to = 0;      /* during a fence: its new count (a moved key's record parks, in Python) */
+        if (count != NULL && PyTuple_CheckExact(count) && PyTuple_GET_SIZE(count) >= 2) {
             python = PyTuple_GET_ITEM(count, 1);
+            if (PyTuple_GET_SIZE(count) == 3)
+                fenced_to = PyLong_AsLong(PyTuple_GET_ITEM(count, 2));
             count = PyTuple_GET_ITEM(count, 0);
         }
         if (count != NULL) {
             long n = PyLong_AsLong(count);
+            long h = n > 0 ? murmur2((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) &
+                                 0x7fffffff /* toPositive */
+                           : 0;
+            if (fenced_to != 0 && (fenced_to <= n || h % n != h % fenced_to))
+                n = 0; /* the key moves (or the route is malformed): the Python path parks it */
             if (n > 0) {
-                long h = murmur2((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) &
-                         0x7fffffff; /* toPositive */
                 PyObject *partition = PyLong_FromLong(h % n);
                 if (partition != NULL) {
                     int here = python == NULL ? 1 : PySet_Contains(python, partition) == 0;

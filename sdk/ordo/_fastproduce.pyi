@@ -15,7 +15,7 @@ class FastProduce:
 
     def __init__(
         self,
-        routes: dict[str, int | tuple[int, frozenset[int]]],
+        routes: dict[str, int | tuple[int, frozenset[int]] | tuple[int, frozenset[int], int]],
         lease: Lease,
         raw: Callable[..., None],
         slow: Callable[..., None],

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ from .errors import (
     UndeclaredGroupError,
     UndeclaredPartitionError,
 )
-from .fence import LeaseState, TopicFence, writable
+from .fence import LeaseState, TopicFence, parks, staying_writable, writable
 from .own_transactions import Journal, Remedy, Report, after_failure, fail_all, own_transactional_id
 from .partitioners import (
     PARTITIONERS,
@@ -47,7 +48,9 @@ from .partitioners import (
     Murmur2Partitioner,
     RoundRobinPartitioner,
     make_partitioner,
+    murmur2,
     murmur2_partitions,
+    to_positive,
 )
 from .transactions import Declaration, Transaction, group_id_of
 
@@ -81,15 +84,23 @@ except ImportError:  # built without a C compiler, or a free-threaded Python: th
     _FastProduce, _Lease = None, _PyLease
 
 
+_WAIT, _GO, _PARK = 0, 1, 2  # what a record of a fenced topic does (OrderedProducer._fenced)
+_UNRULED = object()  # _wait_writable's key: the record waits for the topic to take every record
+
+
 class _TopicState:
     """Where one topic stands for this producer: its partition count and whether it is fenced."""
 
     __slots__ = (
         "epoch",
         "fence",
+        "parked",
+        "parked_epoch",
+        "parked_resent",
         "partitions",
         "rotation",
         "stamp",
+        "staying",
         "unavailable",
         "unstamped",
         "writable",
@@ -102,6 +113,13 @@ class _TopicState:
         self.unstamped: set[int] = set()
         self.fence = TopicFence()
         self.writable = False  # not blocked, producer not self-fenced nor closed (kept under the gate)
+        # during an acknowledged fence: records whose partition the fence keeps go (ordo.fence)
+        self.staying = False
+        # moved keys' records handed over during the fence, oldest first: produce()'s arguments,
+        # handed over once the fence ends (by the count it ends with), before anything new
+        self.parked: deque[tuple[Any, ...]] = deque()
+        self.parked_epoch = -1  # the fencing epoch they wait for
+        self.parked_resent = 0  # records of an aborted transaction parked (at the front, in order)
         self.rotation: RoundRobinPartitioner | None = None  # round_robin: this topic's own rotation
         self.unavailable: frozenset[int] = frozenset()  # partitions whose leader is unknown
         self.enter_epoch(epoch, partitions)
@@ -138,6 +156,16 @@ class OrderedProducer:
     transactional ``config`` keeps its transactions the application's; the operator may fence
     it too (the application then meets ``_FENCED`` as with any newer instance). ``fencing="lease"``:
     no transactions of ordo's; a fence waits out a silent producer's session and delivery timeout.
+
+    During an expansion's fence, once acknowledged, records whose key the old and the new count put
+    in the same partition (and keyless ones) are written at once; a moved key's record is *parked*
+    and written once the fence ends (by the new count when the epoch is published, by the old when
+    it is aborted), before any later record of the topic: ``produce()`` returns at once. Up to
+    ``max_parked`` records per topic (0: none), beyond which ``produce()`` waits for the fence's end
+    (``block_timeout``, then ProduceBlockedError). A transactional ``config`` parks nothing (its
+    transaction could commit without them): its moved keys' ``produce()`` waits. ``flush()`` and
+    ``close()`` wait for parked records too; those still parked at the end of ``close()``'s timeout
+    are reported failed (``_PURGE_QUEUE``) to their delivery callbacks, not written.
     """
 
     def __init__(
@@ -154,7 +182,10 @@ class OrderedProducer:
         availability_interval: float = 1.0,
         fencing: str = "broker",
         commit_interval: float = 0.1,
+        max_parked: int = 100_000,
     ) -> None:
+        if max_parked < 0:
+            raise ConfigError(f"max_parked must be 0 or more, got {max_parked}")
         if fencing not in FENCING_MODES:
             raise ConfigError(f"unknown fencing {fencing!r}: choose one of {', '.join(FENCING_MODES)}")
         if not 0 < commit_interval <= 60:
@@ -175,6 +206,9 @@ class OrderedProducer:
         # murmur2's hash cache, read directly on the hot path (the partitioner fills it)
         self._hashes = self._partitioner.cache if isinstance(self._partitioner, Murmur2Partitioner) else None
         own = fencing == "broker" and "transactional.id" not in config
+        # a moved key's record may wait out a fence apart from the caller's later records only
+        # where no transaction of the application's would commit without it
+        self._may_park = own or "transactional.id" not in config
         # ordo's own transactions: the open one's records, held reports, what to send again
         self._own: Journal | None = Journal() if own else None
         self.transactional_id: str | None = None
@@ -196,9 +230,11 @@ class OrderedProducer:
         self._user_error_cb = config.get("error_cb")
         self._fatal: Producer | None = None  # a producer librdkafka reported unusable (error_cb)
         self._producer = Producer(self._producer_config)
+        self._park_limit = max_parked
+        self._releaser: threading.Thread | None = None  # hands parked records over after a fence
         # topic -> partition count, or (count, partitions whose records need Python), for the
         # topics produce()'s C path may serve now (see _route)
-        self._routes: dict[str, int | tuple[int, frozenset[int]]] = {}
+        self._routes: dict[str, int | tuple[int, frozenset[int]] | tuple[int, frozenset[int], int]] = {}
         client_config = {
             k: v for k, v in config.items() if not k.startswith(("transactional.", "enable.idem"))
         }
@@ -300,10 +336,13 @@ class OrderedProducer:
         timestamp: int,
         headers: Any,
         resending: bool,
+        releasing: bool = False,
     ) -> bool:
         """produce()'s Python path. ``resending``: a record of an aborted transaction of the
         producer's own, sent again under its commit lock: it does not wait for the topic (False
-        when the topic takes no records now) and leaves the records to send again at once."""
+        when the topic takes no records now) and leaves the records to send again at once.
+        ``releasing``: the topic's oldest parked record, after its fence ended (False when it
+        cannot go now); it leaves the parked records once handed over."""
         gate = self._gate
         lease = self._lease
         own = self._own
@@ -318,15 +357,33 @@ class OrderedProducer:
                 state = self._topics.get(topic)
                 if (
                     state is None
-                    or not (state.writable or (resending and self._sendable(state)))
+                    or not (
+                        state.writable
+                        or (resending and self._sendable(state))
+                        or (releasing and self._releasable(state))
+                    )
                     or (self._committing and not resending)
                     or time.monotonic() >= lease.until
                 ):
-                    gate.release()
-                    if resending:
-                        return False
-                    self._wait_writable(topic)
-                    continue
+                    # not writable: during an acknowledged fence a staying record goes on (by the
+                    # count of now: the same partition by the new), a moved key's record parks
+                    verdict = (
+                        _WAIT
+                        if state is None or releasing
+                        else self._fenced(state, key, partition, resending)
+                    )
+                    if verdict == _WAIT:
+                        gate.release()
+                        if resending or releasing:
+                            return False
+                        self._wait_writable(topic, key if partition is None else _UNRULED)
+                        continue
+                    assert state is not None
+                    if verdict == _PARK:
+                        entry = (topic, value, key, partition, on_delivery, timestamp, headers)
+                        self._park(state, entry, resending)
+                        gate.release()
+                        return True
                 failed: Producer | None = None
                 stuck: Producer | None = None
                 try:
@@ -358,6 +415,8 @@ class OrderedProducer:
                             raw.produce(topic, value, key, chosen)
                             if own is not None:
                                 self._journaled(own, (topic, value, key, partition, None, 0, None), resending)
+                            if releasing:
+                                self._released(topic, state)
                             return True
                         except BufferError:
                             raw.poll(0.05)  # local queue full: serve delivery callbacks, then retry below
@@ -376,6 +435,8 @@ class OrderedProducer:
                     if chosen in state.unstamped:  # used up only once sent: a failed record keeps it
                         state.unstamped.discard(chosen)
                         self._route(topic, state)
+                    if releasing:
+                        self._released(topic, state)
                     return True
                 except KafkaException as error:
                     kafka_error = error.args[0]
@@ -406,6 +467,85 @@ class OrderedProducer:
             self._scope_violated(scope, str(outside), UndeclaredPartitionError)
         return False  # pragma: no cover - _scope_violated raises
 
+    def _fenced(self, state: _TopicState, key: bytes | None, partition: int | None, resending: bool) -> int:
+        """What a record of a fenced topic does now (``ordo.fence``: staying records go, a moved
+        key's record parks), with ``_gate`` held (or ``_lock``, to know when to look again)."""
+        fence = state.fence
+        if (
+            partition is not None
+            or self._hashes is None
+            or self._scope is not None
+            or state.parked_epoch not in (-1, fence.epoch)  # parked at an earlier fence: they go first
+            or not staying_writable(fence, self._liveness, self._closed, self._held and not resending)
+            or time.monotonic() >= self._lease.until
+        ):
+            return _WAIT
+        h: int | None = None
+        if key is not None:
+            h = self._hashes.get(key)
+            if h is None:
+                h = to_positive(murmur2(key))
+        if not parks(h, state.partitions, fence.partitions):
+            return _GO if resending or not self._committing else _WAIT
+        if not self._may_park or len(state.parked) >= self._park_limit:
+            return _WAIT  # backpressure: the caller waits for the fence's end
+        return _PARK
+
+    def _park(self, state: _TopicState, entry: tuple[Any, ...], resending: bool) -> None:
+        """A moved key's record waits for the fence's end (with ``_gate`` held). One of an aborted
+        transaction goes before every record parked by produce() (those were handed over after it)."""
+        if resending:
+            own = self._own
+            assert own is not None
+            state.parked.insert(state.parked_resent, entry)
+            state.parked_resent += 1
+            own.resend.popleft()
+        else:
+            state.parked.append(entry)
+        state.parked_epoch = state.fence.epoch
+
+    def _releasable(self, state: _TopicState) -> bool:
+        """Whether parked records may go now: as ``writable`` but for the parked records themselves."""
+        return writable(state.fence, self._liveness, self._closed, self._held)
+
+    def _released(self, topic: str, state: _TopicState) -> None:
+        """The oldest parked record was handed over (with ``_gate`` held); the last opens the topic."""
+        state.parked.popleft()
+        state.parked_resent = max(0, state.parked_resent - 1)
+        if not state.parked:
+            state.parked_epoch = -1
+            self._refresh_writable()
+
+    def _release_loop(self) -> None:
+        """Hand every topic's parked records over, oldest first, once its fence ended (by the count
+        it ended with); produce() waits meanwhile, so nothing new of the topic goes before them."""
+        while True:
+            with self._lock:
+                due = [(t, s) for t, s in self._topics.items() if s.parked and not s.fence.blocked]
+                if not due or self._closed:
+                    self._releaser = None
+                    self._lock.notify_all()
+                    return
+            for _topic, state in due:
+                while state.parked and not state.fence.blocked:
+                    topic, value, key, partition, on_delivery, timestamp, headers = state.parked[0]
+                    if not self._produce(
+                        topic, value, key, partition, on_delivery, timestamp, headers, False, releasing=True
+                    ):
+                        with self._lock:
+                            if self._closed:
+                                self._releaser = None
+                                return
+                            self._lock.wait(0.05)  # a commit's end, a renewal, a lease renewed wake it
+
+    def _release_parked(self) -> None:
+        """Start handing parked records over (with ``_lock`` held), unless that runs already."""
+        if self._releaser is None and not self._closed:
+            self._releaser = threading.Thread(
+                target=self._release_loop, name="ordo-producer-release", daemon=True
+            )
+            self._releaser.start()
+
     @staticmethod
     def _journaled(own: Journal, entry: tuple[Any, ...], resending: bool) -> None:
         """A record handed over joins the open transaction's journal (with the gate held); one
@@ -430,14 +570,16 @@ class OrderedProducer:
         a dead letter) in order with this producer's records: with ordo's own transactions, in
         the open one, so it commits with the records before it (or is aborted and written again
         with them), and its delivery callback runs after the commit. The topic is neither
-        reported to the registry nor fenced. Waits while a commit runs (up to ``block_timeout``)."""
+        reported to the registry nor fenced. Waits while a commit runs, and while records of moved
+        keys are parked in a fence (up to ``block_timeout``)."""
         own = self._own
         if own is None:
             self._producer.produce(topic, value, key, partition, on_delivery=on_delivery)
             return
         deadline = time.monotonic() + self.block_timeout
         with self._lock:  # a commit begins under _lock: none can begin while this waits or writes
-            while self._held or self._committing:
+            # records parked in a fence are written later: one beside them would commit first
+            while self._held or self._committing or self._parked_count():
                 if self._closed:
                     raise ProducerClosedError("the producer is closed; create a new one")
                 left = deadline - time.monotonic()
@@ -542,22 +684,56 @@ class OrderedProducer:
 
     def flush(self, timeout: float = 30.0) -> int:
         """Wait until every record is delivered (with ordo's own transactions: committed, after
-        any fence it waits for); the number of records still not delivered."""
+        any fence it waits for; a moved key's record parked in a fence, once it ends and it is
+        written); the number of records still not delivered."""
         own = self._own
-        if own is None:
-            return int(self._producer.flush(timeout))
         deadline = time.monotonic() + timeout
+        if own is None:
+            self._await_parked(deadline)
+            return int(self._producer.flush(max(deadline - time.monotonic(), 0))) + self._parked_count()
         while True:
             left = deadline - time.monotonic()
             self._commit_turn(max(left, 0.1))
-            if not len(own) or left <= 0:
-                return len(own)
+            if not (undelivered := len(own) + self._parked_count()) or left <= 0:
+                return undelivered
             with self._lock:  # records to send again wait for a fence's end: news wakes us
                 self._lock.wait(min(left, 0.05))
 
     def __len__(self) -> int:
-        """Records not delivered yet (with ordo's own transactions: not committed yet)."""
-        return len(self._own) if self._own is not None else len(self._producer)
+        """Records not delivered yet (with ordo's own transactions: not committed yet), parked ones
+        included."""
+        queued = len(self._own) if self._own is not None else len(self._producer)
+        return queued + self._parked_count()
+
+    def _parked_count(self) -> int:
+        return sum(len(state.parked) for state in list(self._topics.values()))
+
+    def _await_parked(self, deadline: float) -> None:
+        """Wait until no record is parked (their fences ended and they were handed over)."""
+        with self._lock:
+            while self._parked_count() and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(min(left, 0.05))
+
+    def _fail_parked(self, timeout: float) -> None:
+        """At close: records still parked (their fence did not end) are reported failed, not dropped."""
+        with self._gate:
+            lost = [entry for state in self._topics.values() for entry in state.parked]
+            for state in self._topics.values():
+                state.parked.clear()
+        if not lost:
+            return
+        error = KafkaError(
+            KafkaError._PURGE_QUEUE, "the producer closed while this record waited for a fence to end"
+        )
+        silent = fail_all(lost, error)
+        _log.error(
+            "producer %s: closed with %d record(s) of moved keys not written (%d without a delivery "
+            "callback): their fence did not end within %gs",
+            self.producer_id,
+            len(lost),
+            silent,
+            timeout,
+        )
 
     # transactions pass straight through: a fence never waits on an open transaction
     def init_transactions(self, timeout: float = 30.0) -> None:
@@ -672,9 +848,12 @@ class OrderedProducer:
             if self._closed or self._closing:
                 return
             self._closing = True
+        deadline = time.monotonic() + timeout
         if getattr(self, "_committer", None) is not None:
             self.flush(timeout)  # before closing: records of an aborted transaction go again
+        self._await_parked(deadline)  # parked records go once their fence ends
         with self._lock:
+            self._fail_parked(timeout)
             with self._gate:
                 self._closed = True
                 self._refresh_writable()
@@ -705,7 +884,9 @@ class OrderedProducer:
 
     # -- topic state -------------------------------------------------------------------------
 
-    def _wait_writable(self, topic: str) -> _TopicState:
+    def _wait_writable(self, topic: str, key: object = _UNRULED) -> _TopicState:
+        """Wait until the topic takes every record, or (given the record's ``key``) until the fence
+        it is in lets this record go or park."""
         started = time.monotonic()
         deadline = started + self.block_timeout
         stalled = False  # by a fence or a lapse (a commit of the producer's own is no stall)
@@ -717,7 +898,19 @@ class OrderedProducer:
                     raise ProducerClosedError("the producer is closed; create a new one")
                 state = self._topics[topic]
                 lapsed = not self._liveness.holds(time.monotonic())
-                if not state.fence.blocked and not lapsed and not self._held and not self._committing:
+                if (
+                    not state.fence.blocked
+                    and not lapsed
+                    and not self._held
+                    and not self._committing
+                    and not state.parked
+                ):
+                    break
+                if (
+                    key is not _UNRULED
+                    and state.fence.blocked
+                    and self._fenced(state, key, None, False) != _WAIT  # type: ignore[arg-type]
+                ):
                     break
                 stalled = stalled or state.fence.blocked or lapsed
                 left = deadline - time.monotonic()
@@ -787,12 +980,15 @@ class OrderedProducer:
             self._report_now.set()
 
     def _apply(self, state: _TopicState, history: EpochHistory) -> bool:
-        """Update a topic's state from its history; True when a new fence must be acknowledged."""
+        """Update a topic's state from its history (with ``_lock`` held); True when a new fence must
+        be acknowledged. A fence that ended hands its parked records over, by the count of now."""
         with self._gate:
             state.fence = state.fence.seen(history)
             if not state.fence.blocked:
                 state.enter_epoch(history.active.epoch, history.active.partitions)
             self._refresh_writable()
+            if state.parked and not state.fence.blocked:
+                self._release_parked()
             return state.fence.unacknowledged is not None
 
     def _set_lease(self, lease: LeaseState) -> None:
@@ -805,7 +1001,12 @@ class OrderedProducer:
     def _refresh_writable(self) -> None:
         """Recompute every topic's fast-path flag and route; call with ``_gate`` held."""
         for topic, state in self._topics.items():
-            state.writable = writable(state.fence, self._liveness, self._closed, self._held)
+            state.writable = (
+                writable(state.fence, self._liveness, self._closed, self._held) and not state.parked
+            )
+            state.staying = self._hashes is not None and staying_writable(
+                state.fence, self._liveness, self._closed, self._held
+            )
             self._route(topic, state)
 
     def _fast_path(self, slow: Callable[..., None]) -> FastProduce | None:
@@ -829,12 +1030,23 @@ class OrderedProducer:
         """Open ``topic`` to produce()'s C path, or close it; call with ``_gate`` held.
 
         Open only while a record may need nothing but hash % count: writable, murmur2, and in a
-        declared transaction only for a declared topic not yet aborted. The partitions whose
+        declared transaction only for a declared topic not yet aborted; during an acknowledged fence
+        (``state.staying``) for staying keys only (the new count goes with the route). The partitions whose
         records need Python go with the count: those still to stamp in this epoch, and those a
         declared transaction leaves out (Python raises for them). The C path runs without
         releasing the GIL, so once this closes a route no record can take it with the old count."""
         scope = self._scope
         declared = scope.declaration.partitions.get(topic) if scope is not None else None
+        if (
+            not state.writable
+            and state.staying
+            and scope is None
+            and state.parked_epoch in (-1, state.fence.epoch)
+            and self._hashes is not None
+        ):
+            # an acknowledged fence: staying keys go on here, moved ones park in Python
+            self._routes[topic] = (state.partitions, frozenset(state.unstamped), state.fence.partitions)
+            return
         if (
             not state.writable
             or self._hashes is None

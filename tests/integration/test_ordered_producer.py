@@ -103,25 +103,47 @@ def test_partitions_come_from_the_epoch_not_from_metadata(setup: Setup) -> None:
     assert [written[p] for p in range(3)] == expected
 
 
-def test_a_fence_blocks_produce_until_the_epoch_is_published(setup: Setup) -> None:
+def _committed(kafka: KafkaHandle, topic: str, count: int) -> list[Any]:
+    reader = Consumer(kafka.config(group_id=kafka.topic("g"), auto_offset_reset="earliest"))
+    reader.subscribe([topic])
+    try:
+        return consume(reader, count)
+    finally:
+        reader.close()
+
+
+def test_during_a_fence_a_staying_key_is_written_and_a_moved_key_waits_for_the_publish(setup: Setup) -> None:
+    """k stays in partition 2 (3 -> 6), k0 moves from 2 to 5 (ordo.fence, issue 43)."""
+    assert murmur2_partition(b"k", 3) == murmur2_partition(b"k", 6) != murmur2_partition(b"k0", 6)
     history = EpochHistory.initial(setup.topic, 3)
     setup.writer.write(history)
     with setup.producer(producer_id="fence-me") as producer:
-        producer.produce(setup.topic, b"before", key=b"k")
+        producer.produce(setup.topic, b"before", key=b"k0")
         fenced = setup.fence(history, "fence-me", 6)
-        blocked_thread, done = _produce_in_background(producer, setup.topic, b"after", b"k")
-        assert not done.wait(0.5), "produce() must block while the topic is fenced"
+        thread, done = _produce_in_background(producer, setup.topic, b"during", b"k")
+        assert done.wait(10), "a staying key's produce() returns during the fence"
+        thread.join()
+        producer.produce(setup.topic, b"during", key=b"k0")  # parked: returns at once
+        written = _committed(setup.kafka, setup.topic, 2)  # written and committed during the fence
+        assert sorted((r.key(), r.value(), r.partition()) for r in written) == [
+            (b"k", b"during", 2),
+            (b"k0", b"before", 2),
+        ]
+        assert len(producer) == 1, "the moved key's record waits"
         setup.grow_broker(6)
         setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))
-        assert done.wait(10)
-        blocked_thread.join()
+        assert producer.flush(10) == 0
         assert producer.partitions_for(setup.topic) == 6
-        assert producer.stalls and producer.stalls[-1][0] == setup.topic
         blocked = REGISTRY.get_sample_value("ordo_produce_blocked_seconds_count", {"topic": setup.topic})
-        assert blocked == len(producer.stalls), "each held produce() is in the SDK metric"
+        assert (blocked or 0) == len(producer.stalls), "each held produce() is in the SDK metric"
+    records = _committed(setup.kafka, setup.topic, 3)
+    assert sorted((r.value(), r.partition()) for r in records if r.key() == b"k0") == [
+        (b"before", 2),
+        (b"during", 5),
+    ]
 
 
-def test_steady_records_take_the_c_path_and_a_fence_closes_it(setup: Setup) -> None:
+def test_steady_records_take_the_c_path_and_a_fence_keeps_it_for_staying_keys_only(setup: Setup) -> None:
     history = EpochHistory.initial(setup.topic, 3)
     setup.writer.write(history)
     keys = [f"k{i}".encode() for i in range(20)]
@@ -138,12 +160,17 @@ def test_steady_records_take_the_c_path_and_a_fence_closes_it(setup: Setup) -> N
         # in the epoch (it carries the stamp); the C path serves the rest.
         assert served >= 10 * len(keys) - len(keys) - 3
         fenced = setup.fence(history, "fast", 6)
-        blocked, done = _produce_in_background(producer, setup.topic, b"new", keys[0])
-        assert not done.wait(0.5) and fast.fast_calls == served, "a record took the C path through a fence"
+        staying = [k for k in keys if murmur2_partition(k, 3) == murmur2_partition(k, 6)]
+        thread, done = _produce_in_background(producer, setup.topic, b"new", staying[0])
+        assert done.wait(10), "a staying key goes on once the fence is acknowledged"
+        thread.join()
+        served = fast.fast_calls
+        for key in keys:
+            producer.produce(setup.topic, b"new", key=key)  # moved keys park: nothing waits
+        assert fast.fast_calls - served == len(staying), "staying keys take the C path, moved ones Python"
+        assert len(producer) >= len(keys) - len(staying)
         setup.grow_broker(6)
         setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))
-        assert done.wait(10)
-        blocked.join()
         for _ in range(3):
             for key in keys[1:]:
                 producer.produce(setup.topic, b"new", key=key)
@@ -151,7 +178,7 @@ def test_steady_records_take_the_c_path_and_a_fence_closes_it(setup: Setup) -> N
     reader = Consumer(setup.kafka.config(group_id=setup.kafka.topic("g"), auto_offset_reset="earliest"))
     reader.subscribe([setup.topic])
     try:
-        records = consume(reader, 10 * len(keys) + 1 + 3 * (len(keys) - 1))
+        records = consume(reader, 10 * len(keys) + 1 + len(keys) + 3 * (len(keys) - 1))
     finally:
         reader.close()
     for record in records:
@@ -215,10 +242,15 @@ def test_the_first_record_per_partition_of_each_epoch_is_stamped(setup: Setup) -
 def test_blocked_longer_than_the_timeout_raises_and_sends_nothing(setup: Setup) -> None:
     history = EpochHistory.initial(setup.topic, 3)
     setup.writer.write(history.begin_fence(4))
-    with setup.producer(block_timeout=0.5) as producer:
+    assert murmur2_partition(b"k", 3) != murmur2_partition(b"k", 4)  # moves: parks, one at most here
+    producer = setup.producer(max_parked=1, block_timeout=2.0)
+    try:
+        producer.produce(setup.topic, b"x", key=b"k")
         with pytest.raises(ProduceBlockedError, match="fenced for epoch 1"):
-            producer.produce(setup.topic, b"x", key=b"k")
-        assert producer.flush(5) == 0
+            producer.produce(setup.topic, b"y", key=b"k")
+        assert producer.flush(0.5) == 1, "the parked record waits for the fence's end"
+    finally:
+        producer.close(0.5)  # the fence does not end: the parked record is reported failed
     assert sum(_partitions_written(setup.kafka, setup.topic, 3).values()) == 0
 
 

@@ -22,7 +22,7 @@ class Recorder:
             raise self.fail
 
 
-Routes = dict[str, int | tuple[int, frozenset[int]]]
+Routes = dict[str, int | tuple[int, frozenset[int]] | tuple[int, frozenset[int], int]]
 
 
 def held(until: float = float("inf")) -> Lease:
@@ -114,3 +114,23 @@ def test_an_error_from_the_producer_is_left_to_the_python_path() -> None:
     fast, raw, slow = make(raw=Recorder(BufferError("queue full")))
     fast("t", b"v", key=b"k")
     assert len(raw.calls) == 1 and slow.calls == [(("t", b"v"), {"key": b"k"})]
+
+
+def test_during_a_fence_staying_keys_go_to_the_producer_and_moved_keys_to_the_python_path() -> None:
+    keys = [b"key-%d" % i for i in range(400)]
+    fast, raw, slow = make({"t": (4, frozenset({1}), 8)})  # fencing 4 -> 8, partition 1 still to stamp
+    for key in keys:
+        fast("t", b"v", key)
+    staying = [k for k in keys if murmur2_partition(k, 4) == murmur2_partition(k, 8)]
+    here = [k for k in staying if murmur2_partition(k, 4) != 1]
+    assert [c[0] for c in raw.calls] == [("t", b"v", k, murmur2_partition(k, 4)) for k in here]
+    assert [c[0][2] for c in slow.calls] == [k for k in keys if k not in here]  # moved keys: parked there
+    assert 0 < len(here) < len(staying) < len(keys)
+
+
+@pytest.mark.parametrize("route", [(4, frozenset(), 4), (4, frozenset(), 2), (4, frozenset(), "8")])
+def test_a_fence_route_that_does_not_grow_sends_everything_to_the_python_path(route: Any) -> None:
+    fast, raw, slow = make({"t": route})
+    for i in range(50):
+        fast("t", b"v", b"k%d" % i)
+    assert raw.calls == [] and len(slow.calls) == 50
