@@ -25,6 +25,10 @@ import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "AUTOSCALER_CURRENT_PARTITIONS",
+    "AUTOSCALER_DECISIONS",
+    "AUTOSCALER_DESIRED_PARTITIONS",
+    "AUTOSCALER_RECORDS_PER_SECOND",
     "CONTROL_TOPIC_BELOW_RECOMMENDED",
     "EXPANSIONS",
     "EXPANSION_PHASE",
@@ -47,8 +51,11 @@ __all__ = [
     "ExpansionTimer",
     "count_errors",
     "error_kind",
+    "forget_autoscaler",
     "forget_expansion",
     "forget_group",
+    "record_autoscaler",
+    "record_autoscaler_decision",
     "record_error",
     "record_expansion_phase",
     "record_fence",
@@ -144,6 +151,29 @@ TOPIC_PARTITIONS_OUTSIDE_EPOCHS = Gauge(
     ["topic"],
 )
 
+_AUTOSCALER = ["resource_namespace", "autoscaler"]
+AUTOSCALER_CURRENT_PARTITIONS = Gauge(
+    "ordo_autoscaler_current_partitions", "Partitions of a TopicAutoscaler's topic now", _AUTOSCALER
+)
+AUTOSCALER_DESIRED_PARTITIONS = Gauge(
+    "ordo_autoscaler_desired_partitions",
+    "Partitions a TopicAutoscaler's measured load needs through its stabilization window (within "
+    "min and max, never below the current count)",
+    _AUTOSCALER,
+)
+AUTOSCALER_RECORDS_PER_SECOND = Gauge(
+    "ordo_autoscaler_records_per_second",
+    "Records (not offsets: transaction markers left out) per second written to a TopicAutoscaler's "
+    "topic, as it last measured",
+    _AUTOSCALER,
+)
+AUTOSCALER_DECISIONS = Counter(
+    "ordo_autoscaler_decisions",
+    "TopicAutoscaler decisions that changed something: grow (an expansion created), atMaximum and "
+    "belowCapacity (load needs more than maxPartitions, or fits half the partitions: entered)",
+    ["decision"],
+)
+
 
 def record_rebalance(namespace: str, group: str, duration: float, members: int, generation: int) -> None:
     """A ProducerGroup rebalance completed: called by the group handler once per generation."""
@@ -191,6 +221,28 @@ def forget_expansion(namespace: str, expansion: str) -> None:
         EXPANSION_UNDO_BLOCKED.remove(namespace, expansion)
     with contextlib.suppress(KeyError):
         RESOURCE_READY.remove("OrderedTopicExpansion", namespace, expansion)
+
+
+def record_autoscaler(namespace: str, autoscaler: str, *, current: int, desired: int, records: float) -> None:
+    """What a TopicAutoscaler measured and needs now: called after each measurement."""
+    AUTOSCALER_CURRENT_PARTITIONS.labels(namespace, autoscaler).set(current)
+    AUTOSCALER_DESIRED_PARTITIONS.labels(namespace, autoscaler).set(desired)
+    AUTOSCALER_RECORDS_PER_SECOND.labels(namespace, autoscaler).set(records)
+
+
+def record_autoscaler_decision(decision: str) -> None:
+    AUTOSCALER_DECISIONS.labels(decision).inc()
+
+
+def forget_autoscaler(namespace: str, autoscaler: str) -> None:
+    """Drop a TopicAutoscaler's series once its daemon ends (deleted, or the operator stops)."""
+    for metric in (
+        AUTOSCALER_CURRENT_PARTITIONS,
+        AUTOSCALER_DESIRED_PARTITIONS,
+        AUTOSCALER_RECORDS_PER_SECOND,
+    ):
+        with contextlib.suppress(KeyError):
+            metric.remove(namespace, autoscaler)
 
 
 def record_fence(producers: int, wait_seconds: float) -> None:

@@ -9,7 +9,7 @@ import kopf
 
 from ordo.member_wire import GROUP_LABEL
 
-from . import expansions, finalizers, producer_groups
+from . import autoscalers, expansions, finalizers, producer_groups
 from .config import OperatorConfig
 from .replicas import Replica
 from .topics import TopicWatch
@@ -58,5 +58,6 @@ def register_all(config: OperatorConfig, replica: Replica | None = None) -> None
         watch.stop()
 
     expansions.register(config)
+    autoscalers.register(config)
     producer_groups.register(config)
     finalizers.register([expansions.PLURAL, producer_groups.PLURAL])

@@ -284,7 +284,7 @@ def test_user_roles_aggregate_into_admin_edit_and_view() -> None:
     (tests/deploy/test_rbac_live.py checks the aggregation on a real kube-controller-manager)."""
     roles = {o["metadata"]["name"]: o for o in render("default") if component(o) == "user-roles"}
     assert set(roles) == {"ordo-admin", "ordo-edit", "ordo-view"}
-    resources = ["producergroups", "orderedtopicexpansions"]
+    resources = ["producergroups", "orderedtopicexpansions", "topicautoscalers"]
     writes = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
     for name, role in roles.items():
         level = name.removeprefix("ordo-")

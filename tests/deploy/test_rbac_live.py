@@ -188,7 +188,7 @@ def test_the_operator_and_a_member_work_under_the_charts_identities(
 # --- RBAC for people: the chart's user roles, aggregated into Kubernetes' admin, edit and view ---
 
 PEOPLE = {"alice": "edit", "bob": "view", "carol": "admin", "dave": None}  # dave: no binding at all
-ORDO = ("producergroups.ordo.dev", "orderedtopicexpansions.ordo.dev")
+ORDO = ("producergroups.ordo.dev", "orderedtopicexpansions.ordo.dev", "topicautoscalers.ordo.dev")
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 READS = ("get", "list", "watch")
 

@@ -93,11 +93,15 @@ when this list grants more or less.
 # The custom resources: kopf lists and watches them and patches finalizers and its annotations;
 # handlers write status through the status subresource.
 - apiGroups: [ordo.dev]
-  resources: [orderedtopicexpansions, producergroups]
+  resources: [orderedtopicexpansions, producergroups, topicautoscalers]
   verbs: [list, watch, patch]
 - apiGroups: [ordo.dev]
-  resources: [orderedtopicexpansions/status, producergroups/status]
+  resources: [orderedtopicexpansions/status, producergroups/status, topicautoscalers/status]
   verbs: [patch]
+# TopicAutoscalers create the OrderedTopicExpansions they decide on, and read one back.
+- apiGroups: [ordo.dev]
+  resources: [orderedtopicexpansions]
+  verbs: [create, get]
 # ProducerGroup members: the operator follows their pods.
 - apiGroups: [""]
   resources: [pods]

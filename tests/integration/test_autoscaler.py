@@ -1,0 +1,130 @@
+"""TopicAutoscaler end to end: the operator measures a topic's load from Kafka, grows it through an
+OrderedTopicExpansion it owns once the load stayed above the target for the window, leaves a topic
+below its target alone, and the independent verifier finds every key in order, none lost or doubled."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from ordo.ordered_producer import OrderedProducer
+from ordo.verify import KafkaKey
+from ordo.verify.topic import check_topic, read_epochs, read_topic
+from ordo_testbed.kafka.fixtures import KafkaHandle
+from ordo_testbed.kube.fixtures import Kube
+from ordo_testbed.operator import OperatorProcess
+from ordo_testbed.resources import Expansions
+from ordo_testbed.waiting import wait_for
+
+pytestmark = pytest.mark.testbed
+
+GROUP, VERSION, PLURAL = "ordo.dev", "v1alpha1", "topicautoscalers"
+KEYS = 40
+
+
+def _autoscaler(kube: Kube, name: str, topic: str, **spec: Any) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TopicAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "topic": topic,
+            "minPartitions": 2,
+            "maxPartitions": 4,
+            "targets": {"recordsPerSecondPerPartition": 20},
+            "stabilizationWindowSeconds": 3,
+            "measureIntervalSeconds": 1,
+            "cooldownSeconds": 60,
+            "fenceTimeoutSeconds": 20,
+            **spec,
+        },
+    }
+    kube.custom.create_namespaced_custom_object(GROUP, VERSION, kube.namespace, PLURAL, body)
+
+
+def _status(kube: Kube, name: str) -> dict[str, Any]:
+    found = kube.custom.get_namespaced_custom_object(GROUP, VERSION, kube.namespace, PLURAL, name)
+    return dict(found.get("status") or {})
+
+
+def _produce(producer: OrderedProducer, rates: dict[str, float], stop: threading.Event) -> None:
+    """``rates``: records per second per topic, each key numbered 0, 1, 2, ... in order."""
+    sent = {topic: 0 for topic in rates}
+    began = time.monotonic()
+    while not stop.is_set():
+        elapsed = time.monotonic() - began
+        for topic, rate in rates.items():
+            while sent[topic] < elapsed * rate:
+                i = sent[topic]
+                value = json.dumps({"seq": i // KEYS}).encode()
+                producer.produce(topic, value, key=f"{topic}-k{i % KEYS}".encode())
+                sent[topic] += 1
+        producer.poll(0)
+        stop.wait(0.01)  # pacing the rate, not synchronisation
+
+
+def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
+    kafka: KafkaHandle,
+    kube: Kube,
+    log_topics: tuple[str, str],
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    epochs, registry = log_topics
+    busy, quiet = kafka.create_topic(2, prefix="busy"), kafka.create_topic(2, prefix="quiet")
+    with pytest.raises(ApiException) as refused:  # the CRD's CEL rule: nothing is created
+        _autoscaler(kube, "bad", busy, minPartitions=8)
+    assert refused.value.status == 422 and "minPartitions must not be larger" in str(refused.value.body)
+    operator = operator_process(ORDO_MAX_PARTITIONS="64").start()
+    producer = OrderedProducer(
+        kafka.config(linger_ms=2), epoch_topic=epochs, registry_topic=registry, session_timeout=3.0
+    )
+    stop = threading.Event()
+    writer = threading.Thread(target=_produce, args=(producer, {busy: 200.0, quiet: 10.0}, stop))
+    writer.start()
+    try:
+        _autoscaler(kube, "busy", busy)
+        _autoscaler(kube, "quiet", quiet)
+        decided = wait_for(lambda: _status(kube, "busy").get("lastDecision"), 30, "a decision", step=0.2)
+        assert decided is not None
+        expansion = Expansions(kube.custom, kube.namespace).wait_phase(decided["expansion"], "Completed", 30)
+        wait_for(lambda: _status(kube, "busy").get("currentPartitions") == 4, 15, "4 in status", step=0.2)
+        status = _status(kube, "busy")
+        wait_for(lambda: producer.partitions_for(busy) == 4, 15, "the producer to use 4")
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+        producer.close()
+        operator.stop()
+        print(operator.log_text()[-3000:])
+    assert (decided["fromPartitions"], decided["toPartitions"], decided["expansion"]) == (2, 4, "busy-4")
+    assert "records/s needs" in decided["reason"] and "2 -> 4" in decided["reason"], decided
+    assert expansion["toPartitions"] == 4
+    owners = Expansions(kube.custom, kube.namespace).get("busy-4")["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"]) for o in owners] == [("TopicAutoscaler", "busy")]
+    load = status["load"]
+    print("decision:", decided, "load:", load)
+    assert 0 < load["recordsPerOffset"] <= 1 and load["recordsPerSecondPerPartition"] > 0
+    assert load["bytesPerSecondPerPartition"] > 0
+    assert kafka.admin.list_topics(busy, timeout=10).topics[busy].partitions.keys() == set(range(4))
+    assert "Decided" in kube.event_reasons()
+
+    calm = _status(kube, "quiet")
+    assert calm.get("currentPartitions") == 2 and "lastDecision" not in calm, calm
+    assert calm["desiredPartitions"] == 2 and calm["load"]["recordsPerSecondPerPartition"] < 20
+    listed = kube.custom.list_namespaced_custom_object(
+        GROUP, VERSION, kube.namespace, "orderedtopicexpansions"
+    )
+    assert [x["metadata"]["name"] for x in listed["items"]] == ["busy-4"]
+
+    read = read_topic(kafka.config(), busy, layout=KafkaKey(seq_field="seq"))
+    verdict = check_topic(busy, read.records, read_epochs(kafka.config(), busy, epochs))
+    print("verifier:", verdict.summary())
+    assert read.unreadable == 0 and verdict.records > 0
+    assert verdict.misplaced == 0 and verdict.order_violations == 0, verdict.examples
+    assert verdict.duplicates == 0 and verdict.missing == 0, verdict.summary()
