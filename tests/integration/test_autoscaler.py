@@ -1,6 +1,7 @@
 """TopicAutoscaler end to end: the operator measures a topic's load from Kafka, grows it through an
 OrderedTopicExpansion it owns once the load stayed above the target for the window, leaves a topic
-below its target alone, and the independent verifier finds every key in order, none lost or doubled."""
+below its target alone, says a missing topic is bad input, and the independent verifier finds every
+key in order, none lost or doubled."""
 
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     try:
         _autoscaler(kube, "busy", busy)
         _autoscaler(kube, "quiet", quiet)
+        _autoscaler(kube, "nowhere", f"{busy}-missing")  # bad input: a condition, an Event, nothing else
         decided = wait_for(lambda: _status(kube, "busy").get("lastDecision"), 30, "a decision", step=0.2)
         assert decided is not None
         expansion = Expansions(kube.custom, kube.namespace).wait_phase(decided["expansion"], "Completed", 30)
@@ -121,6 +123,10 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
         GROUP, VERSION, kube.namespace, "orderedtopicexpansions"
     )
     assert [x["metadata"]["name"] for x in listed["items"]] == ["busy-4"]
+
+    ready = [c for c in _status(kube, "nowhere").get("conditions", []) if c["type"] == "Ready"]
+    assert [(c["status"], c["reason"]) for c in ready] == [("False", "TopicMissing")], ready
+    assert "TopicMissing" in kube.event_reasons()
 
     read = read_topic(kafka.config(), busy, layout=KafkaKey(seq_field="seq"))
     verdict = check_topic(busy, read.records, read_epochs(kafka.config(), busy, epochs))

@@ -1,7 +1,8 @@
-"""``ordo status``: ProducerGroups (members, assignments, checkpoints) and OrderedTopicExpansions
-from the Kubernetes API, read through their models (``ordo.api``); each topic's epoch history
-(``EpochHistory``) and gates from Kafka's epoch log. A gate lists what ``GateKeeper`` makes its
-records wait for: the epoch's prior partitions and, through every earlier epoch, theirs.
+"""``ordo status``: ProducerGroups (members, assignments, checkpoints), OrderedTopicExpansions and
+TopicAutoscalers (shown when there are any) from the Kubernetes API, read through their models
+(``ordo.api``); each topic's epoch history (``EpochHistory``) and gates from Kafka's epoch log. A
+gate lists what ``GateKeeper`` makes its records wait for: the epoch's prior partitions and,
+through every earlier epoch, theirs.
 
 With ``--consumer-group G`` each gate shows whether that group has passed it (its committed offset
 on the prior partition has reached the threshold).
@@ -21,7 +22,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .._extras import missing_extra
-from ..api import OrderedTopicExpansion, OrderedTopicExpansionStatus, ProducerGroup, ProducerGroupStatus
+from ..api import (
+    OrderedTopicExpansion,
+    OrderedTopicExpansionStatus,
+    ProducerGroup,
+    ProducerGroupStatus,
+    TopicAutoscaler,
+    TopicAutoscalerStatus,
+)
 from ..connection import BOOTSTRAP_ENV
 from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..epochs import Epoch, EpochHistory, EpochState, GateKeeper
@@ -103,10 +111,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("nothing to read: give --kubeconfig (or set KUBECONFIG) and/or --bootstrap")
     state: dict[str, Any] = {"groups": None, "expansions": None, "topics": None, "gates": None}
     if kubeconfig is not None:
-        groups, expansions = _read_cluster(kubeconfig, args.namespace)
+        groups, expansions, autoscalers = _read_cluster(kubeconfig, args.namespace)
         state["groups"], invalid = _resources(ProducerGroup, groups)
         state["expansions"], refused = _resources(OrderedTopicExpansion, expansions)
-        state["invalid"] = invalid + refused
+        state["autoscalers"], unfit = _resources(TopicAutoscaler, autoscalers)
+        state["invalid"] = invalid + refused + unfit
     if kafka is not None:
         state["topics"], state["gates"] = _read_kafka(args, kafka)
     if args.json:
@@ -117,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 _THROTTLED_ATTEMPTS = 5
-R = TypeVar("R", ProducerGroup, OrderedTopicExpansion)
+R = TypeVar("R", ProducerGroup, OrderedTopicExpansion, TopicAutoscaler)
 
 
 def _resources(model: type[R], items: list[Any]) -> tuple[list[R], list[str]]:
@@ -158,7 +167,7 @@ def _default_kubeconfig() -> Path | None:
     return home if home.is_file() else None
 
 
-def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], list[Any]]:
+def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], list[Any], list[Any]]:
     try:
         import kubernetes
     except ModuleNotFoundError as error:
@@ -203,6 +212,12 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
     try:
         for plural in ("producergroups", "orderedtopicexpansions"):
             found.append(listed(plural).get("items") or [])
+        try:
+            found.append(listed("topicautoscalers").get("items") or [])
+        except kubernetes.client.ApiException as error:
+            if error.status != 404:  # 404: CRDs of a release before TopicAutoscaler, none to show
+                raise
+            found.append([])
     except kubernetes.client.ApiException as error:
         if error.status == 404:
             raise CliError("ordo's CRDs are not installed in this cluster: kubectl apply -f crds/") from None
@@ -211,7 +226,7 @@ def _read_cluster(kubeconfig: Path, namespace: str | None) -> tuple[list[Any], l
         raise CliError(f"cannot reach the Kubernetes API of {kubeconfig}: {error}") from None
     finally:
         client.close()
-    return found[0], found[1]
+    return found[0], found[1], found[2]
 
 
 def _read_kafka(
@@ -279,6 +294,8 @@ def render(
         groups, expansions = state["groups"], state.get("expansions") or []
         parts.append(_groups_table(groups) if groups else f"no ProducerGroups {where}")
         parts.append(_expansions_table(expansions) if expansions else f"no OrderedTopicExpansions {where}")
+        if state.get("autoscalers"):
+            parts.append(_autoscalers_table(state["autoscalers"]))
         parts += [f"[yellow]not shown, not valid: {line}[/yellow]" for line in state.get("invalid") or []]
     if state.get("topics") is None:
         parts.append(f"[dim]Kafka: not read (give --bootstrap or set {BOOTSTRAP_ENV})[/dim]")
@@ -334,6 +351,39 @@ def _expansions_table(expansions: list[OrderedTopicExpansion]) -> Table:
             "-" if status.epoch is None else str(status.epoch), "-" if took is None else f"{took:.1f} s",
             status.message,
         )  # fmt: skip
+    return table
+
+
+def _autoscalers_table(autoscalers: list[TopicAutoscaler]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="TopicAutoscalers", title_justify="left")
+    for column in (
+        "autoscaler",
+        "topic",
+        "partitions",
+        "records/s per partition",
+        "last decision",
+        "message",
+    ):
+        table.add_column(column)
+    for a in autoscalers:
+        status = a.status or TopicAutoscalerStatus()
+        count = f"{status.current_partitions or '?'} (desired {status.desired_partitions or '?'}, "
+        count += f"{a.spec.min_partitions}-{a.spec.max_partitions})"
+        rate = "-" if status.load is None else f"{status.load.records_per_second_per_partition:.1f}"
+        last = status.last_decision
+        decided = "-" if last is None else f"{last.from_partitions} → {last.to_partitions} ({last.expansion})"
+        flags = [c.type for c in status.conditions if c.type != "Ready" and c.status == "True"]
+        message = f"[yellow]{', '.join(flags)}[/yellow] {status.message}" if flags else status.message
+        table.add_row(
+            f"{a.metadata.get('namespace')}/{a.metadata.get('name')}",
+            a.spec.topic,
+            count,
+            rate,
+            decided,
+            message,
+        )
     return table
 
 
