@@ -32,6 +32,7 @@ STRIMZI_GROUP = "kafka.strimzi.io"
 STRIMZI_VERSION = "v1"  # Strimzi 0.49 and later; 1.x serves only v1
 KAFKA_TOPICS = "kafkatopics"
 EXPANSIONS = "orderedtopicexpansions"
+FIELD_MANAGER = "ordo-operator"  # owns spec.partitions after a raise: Argo CD's managedFieldsManagers
 _log = logging.getLogger(__name__)
 
 
@@ -113,7 +114,13 @@ def _follow(namespace: str, name: str, topic: str, target: int, topic_partitions
         patch = {"metadata": {"resourceVersion": version}, "spec": {"partitions": follow.patch_partitions}}
         try:
             CustomObjectsApi(api_client()).patch_namespaced_custom_object(
-                STRIMZI_GROUP, STRIMZI_VERSION, namespace, KAFKA_TOPICS, name, patch
+                STRIMZI_GROUP,
+                STRIMZI_VERSION,
+                namespace,
+                KAFKA_TOPICS,
+                name,
+                patch,
+                field_manager=FIELD_MANAGER,
             )
         except ApiException as error:
             if error.status == 409:

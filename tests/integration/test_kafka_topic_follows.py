@@ -86,6 +86,8 @@ def test_kafka_topics_follow_expansions(
         wait_for(settled, 60, f"conditions {expected}", step=0.2)
         assert declared("early-kt")["spec"]["partitions"] == 3
         assert declared("good-kt")["spec"]["partitions"] == 4
+        managers = {f["manager"] for f in declared("good-kt")["metadata"]["managedFields"]}
+        assert "ordo-operator" in managers  # what GitOps tools can be told to leave alone
         in_sync = [_condition(expansions.status(n))["status"] for n in expected]
         assert in_sync == ["True", "True", "False", "False"]
         # bad input changes nothing: the other topic's KafkaTopic is as it was
