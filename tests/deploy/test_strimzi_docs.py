@@ -1,6 +1,7 @@
 """docs/strimzi.md: every YAML it shows is valid: Strimzi's KafkaTopic and KafkaUser against
 Strimzi's own CRD schemas (tests/deploy/strimzi/, Strimzi 1.2.0), with unknown fields refused as
-``kubectl apply`` refuses them; ordo's resources against ordo's CRDs and models. And what it says
+``kubectl apply`` refuses them; ordo's resources against ordo's CRDs and models; Argo CD's and
+KEDA's against the fields their documentation lists. And what it says
 matches ordo: its control topics as ordo makes them, the ACLs of docs/security.md."""
 
 from __future__ import annotations
@@ -46,9 +47,74 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _object(*required: str, **properties: Any) -> dict[str, Any]:
+    """A JSON schema of an object with these fields and no other."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+STRING, INTEGER, BOOLEAN = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+STRINGS = {"type": "array", "items": STRING}
+# Other tools' resources the page shows (their CRDs are not vendored): the fields their documentation
+# lists, unknown ones refused. KEDA's Kafka scaler takes its settings as strings only.
+KEDA_KAFKA_FIELDS = (
+    "bootstrapServers", "consumerGroup", "topic", "lagThreshold", "activationLagThreshold",
+    "offsetResetPolicy", "allowIdleConsumers", "scaleToZeroOnInvalidOffset", "excludePersistentLag",
+    "limitToPartitionsWithLag", "version", "partitionLimitation", "sasl", "tls", "unsafeSsl",
+)  # fmt: skip
+_KEDA_TRIGGER = _object(
+    "type",
+    "metadata",
+    type={"const": "kafka"},
+    metadata=_object(**dict.fromkeys(KEDA_KAFKA_FIELDS, STRING)),
+    authenticationRef=_object("name", name=STRING, kind=STRING),
+)
+_OTHER_TOOLS: dict[tuple[str, str], dict[str, Any]] = {
+    ("keda.sh/v1alpha1", "ScaledObject"): _object(
+        "scaleTargetRef",
+        "triggers",
+        scaleTargetRef=_object("name", name=STRING, apiVersion=STRING, kind=STRING),
+        pollingInterval=INTEGER,
+        cooldownPeriod=INTEGER,
+        minReplicaCount=INTEGER,
+        maxReplicaCount=INTEGER,
+        triggers={"type": "array", "items": _KEDA_TRIGGER},
+    ),
+    ("argoproj.io/v1alpha1", "Application"): _object(
+        "project",
+        "source",
+        "destination",
+        project=STRING,
+        source=_object("repoURL", repoURL=STRING, targetRevision=STRING, path=STRING, chart=STRING),
+        destination=_object(server=STRING, namespace=STRING, name=STRING),
+        syncPolicy=_object(
+            automated=_object(prune=BOOLEAN, selfHeal=BOOLEAN, allowEmpty=BOOLEAN),
+            syncOptions={"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z]+=[a-z]+$"}},
+        ),
+        ignoreDifferences={
+            "type": "array",
+            "items": _object(
+                "kind",
+                group=STRING,
+                kind=STRING,
+                name=STRING,
+                namespace=STRING,
+                jsonPointers=STRINGS,
+                jqPathExpressions=STRINGS,
+                managedFieldsManagers=STRINGS,
+            ),
+        },
+    ),
+}
+
+
 @cache
 def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> strict openAPIV3Schema, for Strimzi's two CRDs and ordo's."""
+    """(apiVersion, kind) -> strict openAPIV3Schema, for Strimzi's two CRDs, ordo's and the others'."""
     crds = [yaml.safe_load(p.read_text()) for p in sorted(STRIMZI.glob("*.yaml"))]
     crds += [crd_manifest(model) for model in RESOURCES]
     schemas = {}
@@ -59,6 +125,9 @@ def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
                 schemas[api_version, crd["spec"]["names"]["kind"]] = _strict(
                     version["schema"]["openAPIV3Schema"]
                 )
+    for key, spec in _OTHER_TOOLS.items():
+        header = {"apiVersion": STRING, "kind": STRING, "metadata": {"type": "object"}}
+        schemas[key] = _object("apiVersion", "kind", "metadata", "spec", **header, spec=spec)
     return schemas
 
 
@@ -90,6 +159,10 @@ def test_the_strict_check_catches_a_typo() -> None:
     topic["spec"]["partitons"] = topic["spec"].pop("partitions")
     with pytest.raises(jsonschema.ValidationError, match="partitons"):
         jsonschema.validate(topic, _schemas()["kafka.strimzi.io/v1", "KafkaTopic"])
+    scaled = copy.deepcopy(_of_kind("ScaledObject")[0])
+    scaled["spec"]["triggers"][0]["metadata"]["allowIdleConsumers"] = False  # KEDA takes strings only
+    with pytest.raises(jsonschema.ValidationError, match="False is not of type 'string'"):
+        jsonschema.validate(scaled, _schemas()["keda.sh/v1alpha1", "ScaledObject"])
     user = copy.deepcopy(_of_kind("KafkaUser")[0])
     user["spec"]["authorization"]["acls"][0]["operations"] = ["Produce"]
     with pytest.raises(jsonschema.ValidationError, match="Produce"):
