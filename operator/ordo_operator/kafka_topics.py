@@ -79,21 +79,24 @@ def follow_kafka_topic(
         return status
     own_namespace = str(resource.metadata.get("namespace", ""))
     namespace = ref.namespace or own_namespace
-    try:
-        follow = _follow(namespace, ref.name, resource.spec.topic, target, topic_partitions)
-    except ApiException as error:  # the API server failing now: the next pass tries again
-        _log.warning("%s/%s: KafkaTopic %s/%s not checked: %s", own_namespace,
-                     resource.metadata.get("name"), namespace, ref.name, error)  # fmt: skip
-        return status
-    before = next(((c.status == "True", c.message) for c in status.conditions if c.type == CONDITION), None)
-    if not worth_recording(follow, before):
-        return status
-    generation = resource.metadata.get("generation")
-    conditions = set_condition(
-        status.conditions, CONDITION, follow.in_sync, follow.reason, follow.message, generation
-    )
     name = str(resource.metadata.get("name", ""))
-    patch_status(EXPANSIONS, own_namespace, name, OrderedTopicExpansionStatus(conditions=conditions))
+    try:  # never in the expansion's way: a failure now is tried again by the next pass or check
+        follow = _follow(namespace, ref.name, resource.spec.topic, target, topic_partitions)
+        before = next(
+            ((c.status == "True", c.message) for c in status.conditions if c.type == CONDITION), None
+        )
+        if not worth_recording(follow, before):
+            return status
+        generation = resource.metadata.get("generation")
+        conditions = set_condition(
+            status.conditions, CONDITION, follow.in_sync, follow.reason, follow.message, generation
+        )
+        patch_status(EXPANSIONS, own_namespace, name, OrderedTopicExpansionStatus(conditions=conditions))
+    except Exception as error:  # the API server unreachable, a conflict that kept recurring, ...
+        _log.warning(
+            "%s/%s: KafkaTopic %s/%s not checked: %s", own_namespace, name, namespace, ref.name, error
+        )
+        return status
     kopf.event(
         body, type="Normal" if follow.in_sync else "Warning", reason=follow.reason, message=follow.message
     )
