@@ -32,7 +32,7 @@ from ordo.api.topic_autoscaler import MeasuredLoad, ScalingDecision
 from . import metrics
 from .config import OperatorConfig
 from .kafka import KafkaSide, clients_for
-from .kube import KafkaConnectionError, api_client, kafka_config, patch_status
+from .kube import KafkaConnectionError, api_client, kafka_config, status_patch
 from .load import LoadMeter, TopicMissing
 from .plans.autoscale import Decision, Load, Outcome, Policy, Situation, decide
 
@@ -41,7 +41,7 @@ __all__ = ["PLURAL", "register"]
 PLURAL = "topicautoscalers"
 EXPANSIONS = "orderedtopicexpansions"
 ENDED = {"Completed", "Aborted", "Failed"}
-STATUS_EVERY_SECONDS = 15.0  # the measured load in status is refreshed at most this often
+STATUS_EVERY_SECONDS = 15.0  # the measured load in status is refreshed this often (or every 5 intervals)
 _Index = kopf.Index[str, tuple[str, str, str, str]]
 _log = logging.getLogger(__name__)
 
@@ -295,7 +295,8 @@ class _Driver:
             desired=decision.desired,
             records=newest.records_per_second,
         )
-        if changed or time.monotonic() - self.written >= STATUS_EVERY_SECONDS:
+        refresh = min(STATUS_EVERY_SECONDS, 5 * resource.spec.measure_interval_seconds)
+        if changed or time.monotonic() - self.written >= refresh:
             self._write()
 
     def _announced(
@@ -331,8 +332,13 @@ class _Driver:
 
     def _write(self) -> None:
         assert self.status is not None
+        patch = status_patch(self.status)
+        if self.status.expansion is None:
+            patch["expansion"] = None  # a merge patch's null removes the ended expansion's name
         try:
-            patch_status(PLURAL, self.namespace, self.name, self.status)
+            CustomObjectsApi(api_client()).patch_namespaced_custom_object_status(
+                API_GROUP, VERSION, self.namespace, PLURAL, self.name, {"status": patch}
+            )
             self.written = time.monotonic()
         except ApiException as error:
             if error.status != 404:  # deleted meanwhile: the daemon stops

@@ -5,10 +5,11 @@ the seconds between, are the topic's offset rate. Offsets are not records: each 
 producers commit puts a marker (an offset, no record) into every partition it wrote, so at low
 rates the offset rate overcounts records by up to half or more. So each measurement also reads a
 tail sample of the offsets just added (at most ``SAMPLE_OFFSETS`` a measurement, spread over the
-partitions that grew; read_uncommitted, which skips markers) and counts the records in it:
-records per offset, and their mean key-and-value size for the bytes (the admin client has no
-DescribeLogDirs). Target consumer groups' lag is the end offsets less their committed offsets
-(a partition the group never committed counts no lag, as KEDA's Kafka scaler by default).
+``SAMPLE_PARTITIONS`` partitions that grew most; read_uncommitted, which skips markers) and counts
+the records in it: records per offset, and their mean key-and-value size for the bytes (the admin
+client has no DescribeLogDirs). Target consumer groups' lag is the end offsets less their
+committed offsets (a partition the group never committed counts no lag, as KEDA's Kafka scaler by
+default).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from confluent_kafka import (
 from .kafka import KafkaSide
 from .plans.autoscale import Load
 
-__all__ = ["SAMPLE_OFFSETS", "LoadMeter", "Measurement", "TopicMissing"]
+__all__ = ["SAMPLE_OFFSETS", "SAMPLE_PARTITIONS", "LoadMeter", "Measurement", "TopicMissing"]
 
 SAMPLE_OFFSETS = 2_000
 """Offsets read per measurement, at most: enough to count markers and sizes, cheap at any rate."""
+SAMPLE_PARTITIONS = 64
+"""Partitions sampled per measurement, at most (those that grew most)."""
 _MIN_PER_PARTITION = 20
 
 
@@ -89,8 +92,9 @@ class LoadMeter:
 
     def _sample(self, ends: Mapping[int, int], added: Mapping[int, int]) -> None:
         """Records per offset and mean record size in the newest offsets of the partitions that grew."""
-        each = max(_MIN_PER_PARTITION, SAMPLE_OFFSETS // len(added))
-        starts = {p: ends[p] - min(n, each) for p, n in added.items()}
+        sampled = sorted(added, key=lambda p: -added[p])[:SAMPLE_PARTITIONS]
+        each = max(_MIN_PER_PARTITION, SAMPLE_OFFSETS // len(sampled))
+        starts = {p: ends[p] - min(added[p], each) for p in sampled}
         self.consumer.assign([TopicPartition(self.topic, p, start) for p, start in starts.items()])
         pending, records, size = set(starts), 0, 0
         deadline = time.monotonic() + self.side.timeout

@@ -95,8 +95,26 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
         decided = wait_for(lambda: _status(kube, "busy").get("lastDecision"), 30, "a decision", step=0.2)
         assert decided is not None
         expansion = Expansions(kube.custom, kube.namespace).wait_phase(decided["expansion"], "Completed", 30)
-        wait_for(lambda: _status(kube, "busy").get("currentPartitions") == 4, 15, "4 in status", step=0.2)
+        settled = wait_for(  # the expansion ended: the name goes, the cooldown counts from here
+            lambda: (
+                (s := _status(kube, "busy")).get("currentPartitions") == 4
+                and "expansion" not in s
+                and "expansionEndedAt" in s
+            ),
+            15,
+            "4 partitions and the expansion's end in status",
+            step=0.2,
+        )
+        assert settled
         status = _status(kube, "busy")
+        # about one record per transaction per partition at 10 records/s: a marker per record, which
+        # the offsets alone would count as records (status refreshes the load every 5 intervals)
+        calm = wait_for(
+            lambda: (s := _status(kube, "quiet")).get("load", {}).get("recordsPerOffset", 1) <= 0.75 and s,
+            15,
+            "the quiet topic's records per offset",
+            step=0.2,
+        )
         wait_for(lambda: producer.partitions_for(busy) == 4, 15, "the producer to use 4")
     finally:
         stop.set()
@@ -110,13 +128,13 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     owners = Expansions(kube.custom, kube.namespace).get("busy-4")["metadata"]["ownerReferences"]
     assert [(o["kind"], o["name"]) for o in owners] == [("TopicAutoscaler", "busy")]
     load = status["load"]
-    print("decision:", decided, "load:", load)
+    print("decision:", decided, "load:", load, "quiet:", calm["load"])
     assert 0 < load["recordsPerOffset"] <= 1 and load["recordsPerSecondPerPartition"] > 0
     assert load["bytesPerSecondPerPartition"] > 0
     assert kafka.admin.list_topics(busy, timeout=10).topics[busy].partitions.keys() == set(range(4))
     assert "Decided" in kube.event_reasons()
 
-    calm = _status(kube, "quiet")
+    assert calm
     assert calm.get("currentPartitions") == 2 and "lastDecision" not in calm, calm
     assert calm["desiredPartitions"] == 2 and calm["load"]["recordsPerSecondPerPartition"] < 20
     listed = kube.custom.list_namespaced_custom_object(
