@@ -102,15 +102,19 @@ def writable(fence: TopicFence, lease: LeaseState, closed: bool, held: bool = Fa
     return not fence.blocked and not lease.stopped and not closed and not held
 
 
-def staying_writable(fence: TopicFence, lease: LeaseState, closed: bool, held: bool = False) -> bool:
-    """Whether the topic takes its ``staying`` records while fenced: the fence is acknowledged
-    (what was queued before it is written, so the thresholds follow it) and its new count known,
-    and nothing else holds the producer. A fence not acknowledged yet holds every record: the
-    acknowledgement waits for the topic's queue to drain (``OrderedProducer._settle``)."""
+def staying_writable(
+    fence: TopicFence, lease: LeaseState, closed: bool, held: bool = False, before_ack: bool = False
+) -> bool:
+    """Whether the topic takes its ``staying`` records while fenced: the fence's new count is known
+    and nothing else holds the producer. ``before_ack``: from the moment the fence is applied (with
+    ordo's own transactions: the acknowledgement waits for a commit of the records the fence
+    moves, whatever staying records follow them); otherwise once the fence is acknowledged (the
+    acknowledgement waits for the producer's whole queue to drain, which a flow of staying
+    records would keep from happening)."""
     return (
         fence.blocked
         and fence.partitions > 0
-        and fence.acked >= fence.epoch
+        and (before_ack or fence.acked >= fence.epoch)
         and not lease.stopped
         and not closed
         and not held

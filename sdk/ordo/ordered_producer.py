@@ -95,6 +95,7 @@ class _TopicState:
         "epoch",
         "fence",
         "parked",
+        "parked_at",
         "parked_epoch",
         "parked_resent",
         "partitions",
@@ -118,6 +119,7 @@ class _TopicState:
         # moved keys' records handed over during the fence, oldest first: produce()'s arguments,
         # handed over once the fence ends (by the count it ends with), before anything new
         self.parked: deque[tuple[Any, ...]] = deque()
+        self.parked_at: deque[float] = deque()  # when each was parked (time.monotonic())
         self.parked_epoch = -1  # the fencing epoch they wait for
         self.parked_resent = 0  # records of an aborted transaction parked (at the front, in order)
         self.rotation: RoundRobinPartitioner | None = None  # round_robin: this topic's own rotation
@@ -274,6 +276,7 @@ class OrderedProducer:
         self._commit_now = threading.Event()
         self._committed_at = time.monotonic()  # the last commit (the committer's count starts over)
         self.stalls: list[tuple[str, float]] = []  # (topic, seconds a produce() call was held)
+        self.parks: list[tuple[str, float]] = []  # (topic, seconds a moved key's record was parked)
         self._scope: Transaction | None = None  # the open pre-registered transaction (KIP-609)
         self._availability_interval = availability_interval
         self._leaders_now = threading.Event()  # a new topic: read its leaders without waiting
@@ -476,7 +479,9 @@ class OrderedProducer:
             or self._hashes is None
             or self._scope is not None
             or state.parked_epoch not in (-1, fence.epoch)  # parked at an earlier fence: they go first
-            or not staying_writable(fence, self._liveness, self._closed, self._held and not resending)
+            or not staying_writable(
+                fence, self._liveness, self._closed, self._held and not resending, self._own is not None
+            )
             or time.monotonic() >= self._lease.until
         ):
             return _WAIT
@@ -498,10 +503,12 @@ class OrderedProducer:
             own = self._own
             assert own is not None
             state.parked.insert(state.parked_resent, entry)
+            state.parked_at.insert(state.parked_resent, time.monotonic())
             state.parked_resent += 1
             own.resend.popleft()
         else:
             state.parked.append(entry)
+            state.parked_at.append(time.monotonic())
         state.parked_epoch = state.fence.epoch
 
     def _releasable(self, state: _TopicState) -> bool:
@@ -511,6 +518,7 @@ class OrderedProducer:
     def _released(self, topic: str, state: _TopicState) -> None:
         """The oldest parked record was handed over (with ``_gate`` held); the last opens the topic."""
         state.parked.popleft()
+        self.parks.append((topic, time.monotonic() - state.parked_at.popleft()))
         state.parked_resent = max(0, state.parked_resent - 1)
         if not state.parked:
             state.parked_epoch = -1
@@ -720,6 +728,7 @@ class OrderedProducer:
             lost = [entry for state in self._topics.values() for entry in state.parked]
             for state in self._topics.values():
                 state.parked.clear()
+                state.parked_at.clear()
         if not lost:
             return
         error = KafkaError(
@@ -1005,7 +1014,7 @@ class OrderedProducer:
                 writable(state.fence, self._liveness, self._closed, self._held) and not state.parked
             )
             state.staying = self._hashes is not None and staying_writable(
-                state.fence, self._liveness, self._closed, self._held
+                state.fence, self._liveness, self._closed, self._held, self._own is not None
             )
             self._route(topic, state)
 
@@ -1117,14 +1126,22 @@ class OrderedProducer:
         """Whether every record of the ``fenced`` topics queued before now is written (committed,
         with ordo's own transactions): what acknowledging their fence promises. Records of an
         aborted transaction still to send again do not count: they go by the count the fence
-        leads to. A commit hands over what was taken while it ran, so a second may be needed."""
+        leads to; nor, with ordo's own transactions, do records the fence does not move (staying
+        keys', keyless ones), which go on meanwhile. A commit hands over what was taken while it
+        ran, so a second may be needed."""
         own = self._own
         if own is None:
             return int(self._producer.flush(timeout)) == 0
         for _turn in range(3):
             self._commit_turn(timeout)
             with self._gate:
-                if not own.holds(fenced):
+                # staying records taken since the fence was applied may land after the thresholds
+                fences = {
+                    t: (s.partitions, s.fence.partitions)
+                    for t in fenced
+                    if (s := self._topics[t]).fence.partitions > 0 and self._hashes is not None
+                }
+                if not own.holds(fenced, fences):
                     return True
         return False
 

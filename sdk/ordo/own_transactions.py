@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
 from confluent_kafka import KafkaError
+
+from .partitioners import murmur2, to_positive
 
 __all__ = [
     "OWN_TRANSACTIONAL_PREFIX",
@@ -107,12 +109,34 @@ class Journal:
         """A record the Python path handed over joins the open transaction."""
         self.entries.extend((entry, None, None))
 
-    def holds(self, topics: Collection[str]) -> bool:
-        """Whether a record of one of ``topics`` is handed over (or taken) and not committed."""
+    def holds(self, topics: Collection[str], fences: Mapping[str, tuple[int, int]] | None = None) -> bool:
+        """Whether a record of one of ``topics`` is handed over (or taken) and not committed.
+        ``fences``: topic -> (old, new) count of a fence whose staying records (murmur2 keys the
+        two counts place alike, keyless ones: ``ordo.fence``) do not count: they may land after
+        the thresholds. A record with a partition of its own always counts."""
+        fences = fences or {}
+
+        def binding(topic: str, key: Any, partition: Any) -> bool:
+            counts = fences.get(topic)
+            if counts is None or partition is not None:
+                return topic in topics
+            if key is None:
+                return False
+            h = to_positive(murmur2(key if key.__class__ is bytes else str(key).encode()))
+            return h % counts[0] != h % counts[1]
+
         flat, taken = self.entries, self.pending
+        for i in range(0, len(flat), 3):
+            entry = flat[i]
+            if entry.__class__ is tuple:
+                if entry[0] in topics and binding(entry[0], entry[2], entry[3]):
+                    return True
+            elif entry in topics and binding(entry, flat[i + 2], None):
+                return True
+        # the C path's (topic, value, key, chosen partition): murmur2-placed, so judged by key
         return any(
-            (flat[i][0] if flat[i].__class__ is tuple else flat[i]) in topics for i in range(0, len(flat), 3)
-        ) or any(taken[i] in topics for i in range(0, len(taken), 4))
+            taken[i] in topics and binding(taken[i], taken[i + 2], None) for i in range(0, len(taken), 4)
+        )
 
     def open_records(self) -> list[Entry]:
         """The open transaction's records, oldest first."""

@@ -313,8 +313,10 @@ def test_a_fence_is_acknowledged_only_once_what_was_sent_before_it_is_written(se
     and still on its way (here: its Produce reaches the broker 8 s late, longer than the 3 s
     session's flush) must be written first, or it lands after the threshold under the old count.
     On Kafka this happened while the transaction coordinator was still loading: an idempotent
-    producer's first records waited seconds for their producer id."""
+    producer's first records waited seconds for their producer id. (A record of a key the fence
+    does not move may land after the threshold: k0 moves from partition 2 to 5.)"""
     setup.kafka.require_faults()
+    assert murmur2_partition(b"k0", 3) != murmur2_partition(b"k0", 6)
     history = EpochHistory.initial(setup.topic, 3)
     delivered: list[float] = []
     with setup.producer(session_timeout=3.0) as producer:
@@ -322,7 +324,7 @@ def test_a_fence_is_acknowledged_only_once_what_was_sent_before_it_is_written(se
         assert producer.flush(10) == 0
         setup.kafka.faults.add(Fault("Produce", topic=setup.topic, delay=8.0, count=1))
         producer.produce(
-            setup.topic, b"late", key=b"k", on_delivery=lambda e, m: delivered.append(time.monotonic())
+            setup.topic, b"late", key=b"k0", on_delivery=lambda e, m: delivered.append(time.monotonic())
         )
         producer.poll(0)
         setup.writer.write(history.begin_fence(6))

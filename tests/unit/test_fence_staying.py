@@ -160,6 +160,7 @@ def test_staying_records_go_only_once_the_fence_is_acknowledged_and_nothing_else
     lease = LeaseState(until=10.0)
     fenced = TopicFence(blocked=True, epoch=2, partitions=8)
     assert not staying_writable(fenced, lease, closed=False)  # not acknowledged yet
+    assert staying_writable(fenced, lease, closed=False, before_ack=True)  # own transactions
     acked = fenced.acknowledged(2)
     assert staying_writable(acked, lease, closed=False)
     assert not staying_writable(acked, lease.stop(), closed=False)
@@ -167,3 +168,22 @@ def test_staying_records_go_only_once_the_fence_is_acknowledged_and_nothing_else
     assert not staying_writable(acked, lease, closed=False, held=True)
     assert not staying_writable(TopicFence.unreported().acknowledged(5), lease, closed=False)  # no count
     assert not staying_writable(TopicFence(), lease, closed=False)  # not fenced: writable serves it
+
+
+def test_a_fence_waits_for_the_commit_of_moved_records_only() -> None:
+    """Journal.holds with a fence's counts: what the acknowledgement of a fence waits for."""
+    from ordo.own_transactions import Journal
+
+    moved = next(b"m%d" % i for i in range(100) if parks(_hash(b"m%d" % i), 4, 8))
+    stays = next(b"s%d" % i for i in range(100) if staying(_hash(b"s%d" % i), 4, 8))
+    journal = Journal()
+    journal.entries.extend(("t", b"v", stays))  # the C path's
+    journal.record(("t", b"v", None, None, None, 0, None))  # keyless
+    journal.pending.extend(("t", b"v", stays, 1))
+    fences = {"t": (4, 8)}
+    assert journal.holds({"t"}) and not journal.holds({"t"}, fences)
+    journal.record(("t", b"v", stays, 2, None, 0, None))  # a partition of its own: always waited for
+    assert journal.holds({"t"}, fences)
+    journal.committed()
+    journal.pending.extend(("t", b"v", moved, 0))
+    assert journal.holds({"t"}, fences) and not journal.holds({"u"}, fences)
