@@ -174,8 +174,8 @@ class _Driver:
         policy = _policy(resource, self.settings)
         situation = Situation(now, measured.partitions, self.samples, busy, _monotonic(ended_at))
         decision = decide(situation, policy)
-        if decision.outcome == Outcome.GROW and decision.target is not None:
-            self._grow(resource, measured.partitions, decision)
+        if decision.outcome == Outcome.GROW and not self._grow(resource, measured.partitions, decision):
+            return interval  # refused: the condition says why until it can be done
         self._show(resource, measured.partitions, measured.records_per_offset, decision)
         return interval
 
@@ -201,6 +201,18 @@ class _Driver:
         busy = in_flight(index, resource.spec.topic)
         return busy or self.status.expansion, self.status.expansion_ended_at
 
+    def _phase(self, expansion: str) -> str | None:
+        """An expansion's phase as the API server has it; None when there is no such expansion."""
+        try:
+            found = CustomObjectsApi(api_client()).get_namespaced_custom_object(
+                API_GROUP, VERSION, self.namespace, EXPANSIONS, expansion
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return str((dict(found).get("status") or {}).get("phase", "Pending"))  # type: ignore[call-overload]
+
     def _running(self, expansion: str, index: _Index) -> bool:
         """Whether this autoscaler's expansion has not ended (not yet in the index: asked directly)."""
         key = f"{self.namespace}/{expansion}"
@@ -208,18 +220,11 @@ class _Driver:
             for listed, phase, _, _ in list(entries):
                 if listed == key:
                     return phase not in ENDED
-        try:
-            found = CustomObjectsApi(api_client()).get_namespaced_custom_object(
-                API_GROUP, VERSION, self.namespace, EXPANSIONS, expansion
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return False  # deleted
-            raise
-        phase = (dict(found).get("status") or {}).get("phase", "Pending")  # type: ignore[call-overload]
-        return str(phase) not in ENDED
+        found = self._phase(expansion)
+        return found is not None and found not in ENDED
 
-    def _grow(self, resource: TopicAutoscaler, current: int, decision: Decision) -> None:
+    def _grow(self, resource: TopicAutoscaler, current: int, decision: Decision) -> bool:
+        """Create the expansion ``decision`` names; False when that cannot be done (said)."""
         assert self.status is not None and decision.target is not None
         name = f"{self.name}-{decision.target}"
         try:
@@ -231,10 +236,20 @@ class _Driver:
                 expansion_body(resource, name, decision.target),
             )
         except ApiException as error:
-            if error.status != 409:  # 409: created before a restart; it is the one in flight
+            if error.status != 409:
                 self._refuse("ExpansionRefused", f"creating {name} was refused: {error.reason} {error.body}")
-                return
-        self._clear("ExpansionRefused")
+                return False
+            # 409: one of that name exists: created before a restart (in flight: adopted), or one
+            # that ended without growing the topic, which a person must look at and delete
+            ended = self._phase(name)
+            if ended in ENDED:
+                self._refuse(
+                    "ExpansionEnded",
+                    f"{name} exists and ended {ended} without growing the topic to {decision.target}: "
+                    f"see its status, and delete it for the autoscaler to try again; nothing was changed",
+                )
+                return False
+        self._clear("ExpansionRefused", "ExpansionEnded")
         when = datetime.now(UTC)
         self.status.expansion = name
         self.status.last_decision = ScalingDecision(
@@ -248,6 +263,7 @@ class _Driver:
         kopf.event(self.body, type="Normal", reason="Decided", message=f"{decision.reason}: created {name}")
         _log.info("%s/%s: %s: created %s", self.namespace, self.name, decision.reason, name)
         self.written = 0.0  # shown at once
+        return True
 
     def _show(self, resource: TopicAutoscaler, current: int, per_offset: float, decision: Decision) -> None:
         """Status, conditions, Events on their transitions and metrics for this decision."""
