@@ -7,7 +7,16 @@
   backlog the broker has: at 4 x 10,000 records/s this 2-core machine (broker, API server,
   operator and producers on it) fell behind, the queues stayed full, and the fence's flush alone
   took 0.4-1.0 s. The rate here is one the broker keeps up with, so the figure is the protocol's;
-- gate opening latency (prior partition committed past its threshold -> gated partition delivering).
+- gate opening latency (prior partition committed past its threshold -> gated partition delivering);
+- keys that stay are never stalled (issue 43): three topics written side by side, each by
+  KEYS_PRODUCERS producers at KEYS_RATE records/s (every record with a delivery callback: with
+  ordo's own transactions it runs once the record is committed), KEYS_ROUNDS rounds each on new
+  topics of 4 partitions grown to 8: one never grown (the baseline), one grown with the rule
+  (staying keys written through the fence, moved keys parked), one grown with the whole fence as
+  before (every record of the topic waits). Per round both expansions are created at once.
+  Staying keys' produce-to-delivery latency inside the expansions' windows against the baseline's
+  same keys in the same windows; moved keys' parked time; the whole fence's stall per blocked
+  produce().
 
 GatedConsumer's throughput is ``gated_consumer_bench``.
 """
@@ -15,6 +24,7 @@ GatedConsumer's throughput is ``gated_consumer_bench``.
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 import tempfile
 import threading
@@ -23,13 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from ordo.control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ordo.epochs import EpochHistory
-from ordo.epochs.log import EpochLogWriter, ensure_log_topics
+from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
 from ordo.gated_consumer import GatedConsumer
 from ordo.ordered_producer import OrderedProducer
+from ordo.partitioners import murmur2_partition
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions
 
@@ -42,6 +54,25 @@ PRODUCERS = 4
 RATE = 2_500  # records/s per producer
 STEADY = 1.5  # seconds of steady producing between two expansions
 QUEUED = 2_000
+
+
+KEYS_ROUNDS = 12
+KEYS_PRODUCERS = 2
+KEYS_RATE = 500  # records/s per producer
+KEYS = 1_000
+
+
+class _WholeFence(OrderedProducer):
+    """The fence before issue 43: every record of a fenced topic waits (its produce() blocks)."""
+
+    def _fenced(self, state: Any, key: bytes | None, partition: int | None, resending: bool) -> int:
+        return 0  # wait
+
+    def _route(self, topic: str, state: Any) -> None:
+        if state.fence.blocked:
+            self._routes.pop(topic, None)
+            return
+        super()._route(topic, state)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -109,6 +140,235 @@ def _stalls(bootstrap: str, kubeconfig: Path, workdir: Path) -> list[float]:
         operator.stop()
         api.close()
     return stalls
+
+
+Sample = tuple[float, float, bytes]  # (produced at, seconds to delivery, key)
+
+
+def _keys_through_fences(bootstrap: str, kubeconfig: Path, workdir: Path) -> dict[str, Any]:
+    """The three variants side by side (module docstring); their samples and the windows."""
+    api: Any = kubernetes.config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
+    core: Any = kubernetes.client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": "bench-keys"}})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    operator = OperatorProcess(
+        kubeconfig, bootstrap, namespaces=["bench-keys"], log_path=workdir / "operator-keys.log"
+    )
+    operator.start()
+    variants = ("steady", "rule", "whole")
+    current = {v: f"keys-{v}-0" for v in variants}
+    every = [f"keys-{v}-{step}" for step in range(KEYS_ROUNDS) for v in variants]
+    for done in admin.create_topics([NewTopic(t, 4) for t in every]).values():
+        done.result(10)
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 2}
+    made = {
+        v: [
+            (_WholeFence if v == "whole" else OrderedProducer)(config, session_timeout=3.0)
+            for _ in range(KEYS_PRODUCERS)
+        ]
+        for v in variants
+    }
+    for v in variants:  # every topic reported first: a producer's first record of a topic waits for that
+        for p in made[v]:
+            for step in range(KEYS_ROUNDS):
+                p.partitions_for(f"keys-{v}-{step}")
+            p.stalls.clear()
+    samples: dict[str, list[Sample]] = {v: [] for v in variants}
+    stop = threading.Event()
+    published: dict[str, float] = {}  # topic -> wall time a reader of the epoch log saw its epoch 1
+    log = EpochLog({"bootstrap.servers": bootstrap})
+
+    def seen(history: EpochHistory) -> None:
+        if history.active.epoch == 1:
+            published.setdefault(history.topic, time.time())
+
+    unsubscribe = log.subscribe(seen)
+
+    def produce(variant: str, producer: OrderedProducer) -> None:
+        """Records due on a fixed schedule (an application fed by a source): a record's latency
+        counts from when it was due, so a produce() held by a fence delays the records after it
+        too, as it would the application's."""
+        into = samples[variant]
+        begun = time.monotonic()
+        i = 0
+        while not stop.is_set():
+            key = f"k{i % KEYS}".encode()
+            due = begun + i / KEYS_RATE
+
+            def delivered(error: Any, _message: Any, due: float = due, key: bytes = key) -> None:
+                if error is None:
+                    into.append((due, time.monotonic() - due, key))
+
+            ahead = due - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)  # the schedule's pace, not synchronisation
+            producer.produce(current[variant], b"x" * 100, key=key, on_delivery=delivered)
+            i += 1
+            if i % 10 == 0:
+                producer.poll(0)
+
+    threads = [threading.Thread(target=produce, args=(v, p)) for v in variants for p in made[v]]
+    for t in threads:
+        t.start()
+    expansions = Expansions(kubernetes.client.CustomObjectsApi(api), "bench-keys")
+    windows: list[tuple[float, float]] = []
+    try:
+        for step in range(KEYS_ROUNDS):
+            current.update({v: f"keys-{v}-{step}" for v in variants})
+            stop.wait(STEADY)  # steady producing (on the new topics) first, not synchronisation
+            created = time.monotonic()
+            for v in ("rule", "whole"):
+                expansions.create(f"{v}-{step}", current[v], 8)
+            for v in ("rule", "whole"):
+                expansions.wait_phase(f"{v}-{step}", "Completed", 60)
+            windows.append((created, time.monotonic()))
+            print(f"  keys round {step + 1}/{KEYS_ROUNDS} done", flush=True)
+        stop.wait(STEADY)  # what was parked or held at the last one is delivered too
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        for producers in made.values():
+            for p in producers:
+                p.close()
+        operator.stop()
+        api.close()
+        unsubscribe()
+        log.close()
+    return {
+        "breakdown": _fence_breakdown(
+            bootstrap, [f"keys-rule-{step}" for step in range(len(windows))], published
+        ),
+        "samples": samples,
+        "windows": windows,
+        "parks": [held for p in made["rule"] for _topic, held in p.parks],
+        "rule_stalls": [held for p in made["rule"] for _topic, held in p.stalls],
+        "whole_stalls": [held for p in made["whole"] for _topic, held in p.stalls],
+    }
+
+
+def _stamped(bootstrap: str, topic: str) -> list[tuple[float, bytes, bytes]]:
+    """(CreateTime s, key, value) of every record of a one-partition control topic."""
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-breakdown", "enable.partition.eof": True}
+    )
+    reader.assign([TopicPartition(topic, 0, 0)])
+    found: list[tuple[float, bytes, bytes]] = []
+    try:
+        while True:
+            message = reader.poll(5)
+            if message is None:
+                break
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            found.append((message.timestamp()[1] / 1000, message.key() or b"", message.value() or b""))
+    finally:
+        reader.close()
+    return found
+
+
+def _fence_breakdown(
+    bootstrap: str, topics: list[str], published: dict[str, float]
+) -> dict[str, list[float]]:
+    """Per expansion, from the records' stamps (one clock: every process is on this machine): fence
+    written -> last acknowledgement written (producers see the fence, commit, report), -> publish
+    written (the operator notices, reads the registry and the thresholds, records status, writes),
+    -> a reader of the epoch log sees the publish (the transaction's commit, the fetch)."""
+    fenced: dict[str, float] = {}
+    active: dict[str, float] = {}
+    for stamp, key, value in _stamped(bootstrap, DEFAULT_EPOCH_TOPIC):
+        topic = key.decode()
+        if topic in topics:
+            state = json.loads(value)["epochs"][-1]
+            if state["epoch"] == 1:
+                (fenced if state["state"] == "fencing" else active).setdefault(topic, stamp)
+    first: dict[tuple[str, bytes], float] = {}  # (topic, producer) -> its first acknowledgement
+    for stamp, producer, value in _stamped(bootstrap, DEFAULT_REGISTRY_TOPIC):
+        for topic, epoch in (json.loads(value).get("fenced") or {}).items():
+            if topic in topics and epoch == 1:
+                first.setdefault((topic, producer), stamp)
+    acked: dict[str, float] = {}  # topic -> the last producer's first acknowledgement
+    for (topic, _producer), stamp in first.items():
+        acked[topic] = max(acked.get(topic, 0.0), stamp)
+    parts: dict[str, list[float]] = {
+        "fence -> last ack": [],
+        "last ack -> publish": [],
+        "publish -> seen": [],
+    }
+    for topic in topics:
+        if topic in fenced and topic in acked and topic in active and topic in published:
+            parts["fence -> last ack"].append(acked[topic] - fenced[topic])
+            parts["last ack -> publish"].append(active[topic] - acked[topic])
+            parts["publish -> seen"].append(published[topic] - active[topic])
+    return parts
+
+
+def _in_windows(samples: list[Sample], windows: list[tuple[float, float]], staying: bool) -> list[float]:
+    """Latencies of records produced inside a window whose key stays (or moves) 4 -> 8."""
+    found = []
+    for started, latency, key in samples:
+        stays = murmur2_partition(key, 4) == murmur2_partition(key, 8)
+        if stays == staying and any(a <= started <= b for a, b in windows):
+            found.append(latency)
+    return found
+
+
+def _keys_results(measured: dict[str, Any]) -> list[Result]:
+    samples, windows = measured["samples"], measured["windows"]
+    base = _in_windows(samples["steady"], windows, staying=True)
+    rule = _in_windows(samples["rule"], windows, staying=True)
+    whole = _in_windows(samples["whole"], windows, staying=True)
+    moved_rule = _in_windows(samples["rule"], windows, staying=False)
+    moved_whole = _in_windows(samples["whole"], windows, staying=False)
+    parks, rule_stalls, whole_stalls = measured["parks"], measured["rule_stalls"], measured["whole_stalls"]
+    spans = [b - a for a, b in windows]
+    print(f"  keys: expansion windows p50 {statistics.median(spans):.3f}s; where a fence's time goes:")
+    for part, values in measured["breakdown"].items():
+        if values:
+            print(f"    {part}: n={len(values)} p50 {statistics.median(values):.4f}s max {max(values):.4f}s")
+    for name, values in (
+        ("staying, not grown", base), ("staying, rule", rule), ("staying, whole fence", whole),
+        ("moved, rule", moved_rule), ("moved, whole fence", moved_whole), ("parked (rule)", parks),
+        ("produce() held (rule)", rule_stalls), ("produce() held (whole fence)", whole_stalls),
+    ):  # fmt: skip
+        if values:
+            p50, p99 = statistics.median(values), _percentile(values, 0.99)
+            print(f"    {name}: n={len(values)} p50 {p50:.4f}s p99 {p99:.4f}s")
+    load = f"{KEYS_PRODUCERS} producers x {KEYS_RATE:,} rec/s per topic, 4 -> 8, {len(windows)} expansions"
+    return [
+        Result(
+            f"staying keys' produce-to-delivery latency during an expansion vs the same keys of a topic "
+            f"not grown at the same moments, p50 ({load})",
+            statistics.median(rule), statistics.median(base), "s", "<= 1.1",
+        ),
+        Result(
+            f"staying keys' produce-to-delivery latency during an expansion vs not grown, p99 ({load})",
+            _percentile(rule, 0.99), _percentile(base, 0.99), "s", "<= 1.1",
+        ),
+        Result(
+            f"the whole fence (before issue 43): staying keys' produce-to-delivery latency during an "
+            f"expansion vs not grown, p99 ({load})",
+            _percentile(whole, 0.99), _percentile(base, 0.99), "s", "-",
+        ),
+        Result.absolute(
+            f"moved keys' records parked through the fence, p50 ({load})", statistics.median(parks), "s", "-"
+        ),
+        Result.absolute(
+            f"moved keys' records parked through the fence, p99 ({load})",
+            _percentile(parks, 0.99), "s", "<= 0.1 s",
+        ),
+        Result.absolute(
+            f"the whole fence (before issue 43): produce() held per expansion, p50 ({load})",
+            statistics.median(whole_stalls), "s", "-",
+        ),
+        Result.absolute(
+            f"the whole fence (before issue 43): produce() held per expansion, p99 ({load})",
+            _percentile(whole_stalls, 0.99), "s", "-",
+        ),
+    ]  # fmt: skip
 
 
 def _plot_timeline(samples: list[tuple[float, int]], windows: list[tuple[float, float]]) -> None:
@@ -186,6 +446,7 @@ def _gate_latency(bootstrap: str, auto_commit: bool, rounds: int = 10) -> list[f
 
 def run() -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp, full_testbed(Path(tmp) / "bed") as (bootstrap, kubeconfig):
+        keys = _keys_through_fences(bootstrap, kubeconfig, Path(tmp))
         stalls = _stalls(bootstrap, kubeconfig, Path(tmp))
         latencies = _gate_latency(bootstrap, auto_commit=False)
         auto_latencies = _gate_latency(bootstrap, auto_commit=True)
@@ -196,6 +457,7 @@ def run() -> list[Result]:
     print(f"  with auto-commit: p50={statistics.median(auto_latencies):.3f}s max={max(auto_latencies):.3f}s")
     load = f"{PRODUCERS} producers x {RATE:,} rec/s"
     return [
+        *_keys_results(keys),
         Result.absolute(f"producer stall per expansion ({load}), p50", statistics.median(stalls), "s", "-"),
         Result.absolute(
             f"producer stall per expansion ({load}), p99", _percentile(stalls, 0.99), "s", "<= 1 s"
