@@ -1,6 +1,9 @@
 """Expansion costs, measured on the testbed with the real operator:
 
-- producer stall per expansion (first blocked produce -> first produce at the new count), p50/p99
+- producer stall per expansion (first blocked produce -> first produce at the new count), p50/p99,
+  with the whole fence as before issue 43 (every record of the topic waits: ``_WholeFence``; with
+  the staying-keys rule no produce() waits for a fence, so the row keeps measuring the fence's
+  length as a producer sees it)
   over 20 expansions, STEADY seconds apart, with 4 producers at RATE records/s each throughout,
   each keeping at most QUEUED records not yet acknowledged. A fence waits until what each
   producer sent is written, since the thresholds must cover it, so the stall grows with the
@@ -90,7 +93,7 @@ def _stalls(bootstrap: str, kubeconfig: Path, workdir: Path) -> list[float]:
     operator = OperatorProcess(kubeconfig, bootstrap, namespaces=["bench"], log_path=workdir / "operator.log")
     operator.start()
     config = {"bootstrap.servers": bootstrap, "linger.ms": 2, "queue.buffering.max.messages": QUEUED}
-    producers = [OrderedProducer(config, session_timeout=3.0) for _ in range(PRODUCERS)]
+    producers = [_WholeFence(config, session_timeout=3.0) for _ in range(PRODUCERS)]
     stop = threading.Event()
     produced = [0] * PRODUCERS
     samples: list[tuple[float, int]] = []  # (monotonic time, records produced so far)
@@ -458,9 +461,14 @@ def run() -> list[Result]:
     load = f"{PRODUCERS} producers x {RATE:,} rec/s"
     return [
         *_keys_results(keys),
-        Result.absolute(f"producer stall per expansion ({load}), p50", statistics.median(stalls), "s", "-"),
         Result.absolute(
-            f"producer stall per expansion ({load}), p99", _percentile(stalls, 0.99), "s", "<= 1 s"
+            f"producer stall per expansion, whole fence ({load}), p50", statistics.median(stalls), "s", "-"
+        ),
+        Result.absolute(
+            f"producer stall per expansion, whole fence ({load}), p99",
+            _percentile(stalls, 0.99),
+            "s",
+            "<= 1 s",
         ),
         Result.absolute("gate opening latency, p50", statistics.median(latencies), "s", "<= 0.5 s"),
         Result.absolute("gate opening latency, max", max(latencies), "s", "<= 0.5 s"),

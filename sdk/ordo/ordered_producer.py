@@ -323,8 +323,11 @@ class OrderedProducer:
         timestamp: int = 0,
         headers: Any = None,
     ) -> None:
-        """Send a record. Blocks while the topic is fenced (up to ``block_timeout``, then raises
-        ProduceBlockedError; nothing is sent). ``partition`` is honoured only by ``explicit``."""
+        """Send a record. While the topic is fenced, a record of a key the fence does not move goes
+        on and one of a moved key is parked (the class says when); a record that can do neither
+        (round_robin, explicit, a full park) blocks until the fence ends (up to ``block_timeout``,
+        then raises ProduceBlockedError; nothing is sent). ``partition`` is honoured only by
+        ``explicit``."""
         if key.__class__ is str:
             key = key.encode()
         self._produce(topic, value, key, partition, on_delivery, timestamp, headers, False)  # type: ignore[arg-type]
