@@ -49,6 +49,13 @@ def register(commands: Any) -> None:
     parser.add_argument("--topic", default="orders", help="the topic (default orders)")
     parser.add_argument("--rate", type=float, default=150.0, help="orders inserted per second (default 150)")
     parser.add_argument("--workdir", type=Path, help="logs and the source database (default: a temp dir)")
+    autoscale = parser.add_argument_group(
+        "--autoscale", "the topic grows by itself: OrderedProducers ramp the load and a TopicAutoscaler "
+        "decides (no ProducerGroup, no manual expansion); --duration is the ramp's length",
+    )  # fmt: skip
+    autoscale.add_argument("--autoscale", action="store_true", help="the autoscaling scenario")
+    for flag, kind, default, what in _AUTOSCALE_OPTIONS:
+        autoscale.add_argument(flag, type=kind, default=None, help=f"{what} (default {default:,})")
     parser.add_argument(
         "--live", action=argparse.BooleanOptionalAction, default=None,
         help="the live view (default: when the output is a terminal)",
@@ -60,6 +67,19 @@ def register(commands: Any) -> None:
             "--source", dest="expected", type=_orders, metavar="ORDERS_DB",
             help="a sandbox's orders.db (its --workdir): every order must be in the topic once",
         )  # fmt: skip
+
+
+_AUTOSCALE_OPTIONS: tuple[tuple[str, type, float, str], ...] = (
+    ("--rate-from", float, 1000, "records/s at the ramp's start"),
+    ("--rate-to", float, 10_000, "records/s at the ramp's end"),
+    ("--hold", float, 20, "seconds at --rate-to after the ramp"),
+    ("--keys", int, 100_000, "keys of the load"),
+    ("--producers", int, 2, "OrderedProducer processes sharing the load"),
+    ("--target", float, 1000, "the autoscaler's records/s per partition"),
+    ("--max-partitions", int, 16, "the autoscaler's maxPartitions (minPartitions: 4, the topic's start)"),
+    ("--window", int, 5, "the autoscaler's stabilizationWindowSeconds"),
+    ("--cooldown", int, 10, "the autoscaler's cooldownSeconds"),
+)
 
 
 def _orders(path: str) -> Callable[[], dict[str, int]]:
@@ -88,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--members must be at least 1, got {args.members}")
     if args.rate <= 0:
         raise CliError(f"--rate must be positive, got {args.rate:g}")
+    given = [flag for flag, *_ in _AUTOSCALE_OPTIONS if getattr(args, flag[2:].replace("-", "_")) is not None]
+    if given and not args.autoscale:
+        raise CliError(f"{', '.join(given)}: options of --autoscale; give --autoscale too")
+    if args.autoscale and args.members != 3:
+        raise CliError("--members: --autoscale runs no ProducerGroup (its load: --producers)")
     kafka_options = client_options(args)
     bootstrap = args.bootstrap or kafka_options.get("bootstrap.servers")
     if kafka_options and not bootstrap:
@@ -119,10 +144,40 @@ def run(args: argparse.Namespace) -> int:
     if args.pod_image is not None:
         options.pod_image = args.pod_image
     try:
+        if args.autoscale:
+            return _autoscale(args, options, console)
         report = Sandbox(options, console).run()
     except (RuntimeError, AssertionError) as error:
         raise CliError(str(error).splitlines()[0] if str(error) else type(error).__name__) from None
     console.print(render(report))
+    if args.report is not None:
+        args.report.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    console.print(f"logs: {report.workdir}")
+    return 0 if report.ok else 1
+
+
+def _autoscale(args: argparse.Namespace, options: Any, console: Any) -> int:
+    from ordo_sandbox.autoscale import AutoscaleSandbox
+    from ordo_sandbox.autoscale_report import render_autoscale
+    from ordo_sandbox.ramp import AutoscaleSettings, Ramp
+
+    value = {flag[2:].replace("-", "_"): default for flag, _, default, _ in _AUTOSCALE_OPTIONS}
+    value.update({k: v for k in value if (v := getattr(args, k)) is not None})
+    for name in ("keys", "producers"):
+        if value[name] < 1:
+            raise CliError(f"--{name} must be at least 1, got {value[name]:g}")
+    try:
+        ramp = Ramp(value["rate_from"], value["rate_to"], args.duration, value["hold"])
+        settings = AutoscaleSettings(
+            max_partitions=int(value["max_partitions"]), target=value["target"],
+            window=int(value["window"]), cooldown=int(value["cooldown"]),
+        )  # fmt: skip
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    options.keys, options.load_generators = int(value["keys"]), int(value["producers"])
+    options.spark_per_trigger = 50_000  # at 10,000 records/s, 5,000 a trigger would never catch up
+    report = AutoscaleSandbox(options, ramp, settings, console).run()
+    console.print(render_autoscale(report))
     if args.report is not None:
         args.report.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     console.print(f"logs: {report.workdir}")

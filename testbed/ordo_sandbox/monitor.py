@@ -15,13 +15,14 @@ from typing import Any
 
 from ordo_sandbox.scenario.progress import partitions_of
 from ordo_sandbox.scenario.verify import KeyOrder, Processed
-from ordo_sandbox.view import MemberRow, Snapshot
+from ordo_sandbox.view import AutoscalerRow, MemberRow, Snapshot
 
 __all__ = [
     "LiveOrder",
     "LogTail",
     "Monitor",
     "Sources",
+    "autoscaler_row",
     "closed_gates",
     "kafka_end_offsets",
     "slow_units",
@@ -124,6 +125,9 @@ class Sources:
     source_orders: Callable[[], int] = lambda: 0
     spark_rows: Callable[[], int | None] = lambda: None
     next_stage: Callable[[], str] = lambda: ""
+    autoscalers: Any = None
+    """``ordo sandbox --autoscale``: the TopicAutoscalers (``get(name)``) and the one to show."""
+    autoscaler: str = ""
 
 
 class Monitor(threading.Thread):
@@ -140,6 +144,10 @@ class Monitor(threading.Thread):
         self._gates: dict[str, int] = {}
         self._stalls: dict[str, list[float]] = {}
         self._last: tuple[float, int, int] | None = None
+        self.history: list[tuple[float, int]] = []
+        """(seconds, records produced so far) at each refresh: the rate reached."""
+        self.decisions: dict[str, dict[str, Any]] = {}
+        """Every lastDecision the autoscaler's status showed, by the expansion it created."""
 
     def event(self, text: str) -> None:
         self.events.append(f"{time.monotonic() - self.started:6.1f} s  {text}")
@@ -190,8 +198,19 @@ class Monitor(threading.Thread):
         snap.spark_rows = s.spark_rows()
         if s.groups is not None:
             self._group(snap, s.groups.status(s.group))
-        if s.expansions is not None:
-            self._expansion(snap, s.expansions.status(s.expansion))
+        phase, body = "", {}
+        if s.autoscalers is not None:
+            body = s.autoscalers.get(s.autoscaler)
+            decision = (body.get("status") or {}).get("lastDecision")
+            if decision:
+                self.decisions.setdefault(decision["expansion"], decision)
+            s.expansion = (body.get("status") or {}).get("expansion") or s.expansion
+        if s.expansions is not None and s.expansion:
+            status = s.expansions.status(s.expansion)
+            phase = str(status.get("phase") or "Pending")
+            self._expansion(snap, status)
+        if s.autoscalers is not None:
+            snap.autoscaler = autoscaler_row(s.autoscaler, body, phase, len(self.decisions))
         if s.watermarks is not None:
             snap.partitions, snap.in_kafka = s.watermarks()
         if self._last is not None and now > self._last[0]:
@@ -199,6 +218,7 @@ class Monitor(threading.Thread):
             snap.produced_per_s = max(0.0, (snap.in_kafka - self._last[1]) / dt)
             snap.consumed_per_s = max(0.0, (snap.consumed - self._last[2]) / dt)
         self._last = (now, snap.in_kafka, snap.consumed)
+        self.history.append((snap.elapsed, snap.source_orders))
         return snap
 
     def _group(self, snap: Snapshot, status: dict[str, Any]) -> None:
@@ -231,6 +251,31 @@ class Monitor(threading.Thread):
             snap.epoch = int(status["epoch"])
         fenced = phase in ("Fencing", "Expanding", "Publishing")
         snap.stalled_for = _since(status.get("fencedAt") or status.get("startedAt")) if fenced else None
+
+
+def autoscaler_row(name: str, body: dict[str, Any], phase: str, growths: int) -> AutoscalerRow:
+    """What the view shows of a TopicAutoscaler (``body``: the resource; ``phase``: of the
+    expansion its status names, "" when it names none or it is unknown)."""
+    spec, status = body.get("spec") or {}, body.get("status") or {}
+    decision = status.get("lastDecision") or {}
+    load = status.get("load") or {}
+    in_flight = status.get("expansion")
+    return AutoscalerRow(
+        name=name,
+        current=status.get("currentPartitions"),
+        desired=status.get("desiredPartitions"),
+        bounds=(int(spec.get("minPartitions", 1)), int(spec.get("maxPartitions", 0))),
+        rate=load.get("recordsPerSecondPerPartition"),
+        target=float((spec.get("targets") or {}).get("recordsPerSecondPerPartition") or 0.0),
+        decision=(
+            f"{decision['fromPartitions']} → {decision['toPartitions']} at {str(decision['time'])[11:23]}"
+            if decision
+            else "none yet"
+        ),
+        reason=str(decision.get("reason") or status.get("message") or ""),
+        expansion=f"{in_flight} ({phase or 'Pending'})" if in_flight else "none",
+        growths=growths,
+    )
 
 
 def _since(rfc3339: str | None) -> float | None:

@@ -87,6 +87,12 @@ class Options:
     """Where the operator runs: "here", "cluster" (installed there) or "auto" (cluster if found)."""
     pod_image: str = PLACEHOLDER_IMAGE
     """The image of the members' placeholder Pods on a real cluster."""
+    keys: int = 100_000
+    """``--autoscale``: the load generators' keys (split between them)."""
+    load_generators: int = 2
+    """``--autoscale``: OrderedProducer processes sharing the ramp."""
+    spark_per_trigger: int = 5000
+    """The Spark pipeline's maxRecordsPerTrigger."""
 
 
 class StageFailed(Exception):
@@ -115,6 +121,7 @@ class Sandbox:
         self.spark: SparkPipeline | None = None
         self.spark_skipped = "" if options.spark else "--no-spark"
         self._next = 0  # the next stage's index, for the view
+        self.unit = "orders"  # what flows, as the messages name it
         self._started = self._flow = time.monotonic()
         self.monitor = Monitor(self.sources, self._started)
 
@@ -331,7 +338,9 @@ class Sandbox:
             self.spark_skipped = why
             self._say(f"Spark pipeline skipped: {why}")
             return
-        self.spark = SparkPipeline(self.workdir / "spark", self.kafka, self.o.topic).start()
+        self.spark = SparkPipeline(
+            self.workdir / "spark", self.kafka, self.o.topic, self.o.spark_per_trigger
+        ).start()
         stack.callback(self.spark.stop)
         spark = self.spark
         self.sources.spark_rows = spark.rows
@@ -406,7 +415,7 @@ class Sandbox:
 
     def _drain(self, orders: int) -> None:
         """Wait until the consumers processed every order (the members copy the rest first)."""
-        self._say(f"draining: {orders:,} orders to reach the consumers")
+        self._say(f"draining: {orders:,} {self.unit} to reach the consumers")
         try:
             wait_for(lambda: self.monitor.order.check.distinct >= orders, 120, "the consumers", step=0.5)
         except AssertionError:  # what did not arrive, the report shows; where Kafka and the group are:
@@ -415,7 +424,7 @@ class Sandbox:
                 progress = partition_progress(self.kafka, self.o.topic, self.reader_group)
             except Exception as error:  # a diagnosis that fails must not cost the report
                 progress = f"(partitions unreadable: {error})"
-            self._say(f"the consumers stopped {short:,} orders short: {progress}")
+            self._say(f"the consumers stopped {short:,} {self.unit} short: {progress}")
         if self.spark is not None:
             spark = self.spark
             with contextlib.suppress(AssertionError):
@@ -468,6 +477,14 @@ class Sandbox:
     def _live_view(self) -> bool:
         return self.console.is_terminal if self.o.live is None else self.o.live
 
+    def _next_text(self) -> str:
+        """What the live view's header says comes next."""
+        if self._next < len(self.stages):
+            stage = self.stages[self._next]
+            due = max(0.0, self._flow + stage.at - time.monotonic())
+            return f"{stage.step.value} in {due:.0f} s"
+        return "draining and verifying"
+
     @contextlib.contextmanager
     def _view(self) -> Iterator[None]:
         if not self._live_view:
@@ -476,12 +493,7 @@ class Sandbox:
 
         def current() -> Any:
             snap = self.monitor.snapshot
-            if self._next < len(self.stages):
-                stage = self.stages[self._next]
-                due = max(0.0, self._flow + stage.at - time.monotonic())
-                snap.next_stage = f"{stage.step.value} in {due:.0f} s"
-            else:
-                snap.next_stage = "draining and verifying"
+            snap.next_stage = self._next_text()
             snap.events = self.monitor.events
             return render(snap)
 

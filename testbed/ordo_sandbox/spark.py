@@ -39,12 +39,13 @@ def unavailable() -> str:
 
 
 class SparkPipeline:
-    def __init__(self, directory: Path, kafka: Kafka, topic: str) -> None:
+    def __init__(self, directory: Path, kafka: Kafka, topic: str, max_per_trigger: int = 5000) -> None:
         """``kafka``: a bootstrap or the connection's settings, given to the job in its environment
         (``ORDO_KAFKA_BOOTSTRAP``, ``ORDO_KAFKA_OPTIONS``: what ``ordo_spark`` reads)."""
         self.directory = directory
         self.output = directory / "checks"
         self.kafka, self.topic = settings_of(kafka), topic
+        self.max_per_trigger = max_per_trigger
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -63,7 +64,7 @@ class SparkPipeline:
         }
         argv = [sys.executable, str(job), "--topic", self.topic, "--output", str(self.output),
                 "--checkpoint", str(self.directory / "checkpoint"),
-                "--max-records-per-trigger", "5000"]  # fmt: skip
+                "--max-records-per-trigger", str(self.max_per_trigger)]  # fmt: skip
         self._log = (self.directory / "spark.log").open("ab")
         self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         return self
@@ -74,6 +75,10 @@ class SparkPipeline:
 
     def committed_files(self) -> list[Path]:
         """The Parquet files of committed batches, from the file sink's log (``_spark_metadata``)."""
+        return [path for path, _ in self.committed_entries()]
+
+    def committed_entries(self) -> list[tuple[Path, float]]:
+        """(Parquet file, when it was written: seconds since the epoch) of committed batches."""
         log = self.output / "_spark_metadata"
         if not log.is_dir():
             return []
@@ -87,11 +92,23 @@ class SparkPipeline:
                 entries[int(name)] = entry
                 if entry.name.endswith(".compact"):
                     compact = max(compact, int(name))
-        files: list[Path] = []
+        files: list[tuple[Path, float]] = []
         for batch in sorted(b for b in entries if b >= compact):
             for line in entries[batch].read_text().splitlines()[1:]:  # the first line: log version
-                files.append(Path(json.loads(line)["path"].removeprefix("file://")))
+                entry = json.loads(line)
+                files.append((Path(entry["path"].removeprefix("file://")), entry["modificationTime"] / 1000))
         return files
+
+    def partition_reads(self) -> list[tuple[float, int]]:
+        """(when its file was written, partition) for each Kafka partition of each committed file:
+        when the pipeline had read and processed records of that partition."""
+        import pyarrow.parquet as pq
+
+        reads = []
+        for path, written in self.committed_entries():
+            partitions = pq.read_table(path, columns=["partition"]).column("partition").to_pylist()
+            reads += [(written, int(p)) for p in set(partitions)]
+        return reads
 
     def rows(self) -> int | None:
         """Rows committed so far (None before the first batch)."""

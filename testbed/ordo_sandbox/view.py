@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["MemberRow", "Snapshot", "render"]
+__all__ = ["AutoscalerRow", "MemberRow", "Snapshot", "render"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,25 @@ class MemberRow:
     partitions: tuple[int, ...] = ()
     acked: int | None = None
     state: str = "live"  # live | standby | killed | starting
+
+
+@dataclass(frozen=True)
+class AutoscalerRow:
+    """A TopicAutoscaler's status (``ordo sandbox --autoscale``)."""
+
+    name: str
+    current: int | None = None
+    desired: int | None = None
+    bounds: tuple[int, int] = (0, 0)
+    rate: float | None = None
+    """Records/s per partition, as last measured."""
+    target: float = 0.0
+    decision: str = "-"
+    """The last decision: when, from and to."""
+    reason: str = ""
+    expansion: str = "-"
+    """The expansion in flight and its phase."""
+    growths: int = 0
 
 
 @dataclass
@@ -45,10 +64,32 @@ class Snapshot:
     order_violations: int = 0
     spark_rows: int | None = None
     events: list[str] = field(default_factory=list)
+    autoscaler: AutoscalerRow | None = None
+    source_label: str = "orders in the source"
 
 
 def _partitions(ps: tuple[int, ...]) -> str:
     return ", ".join(map(str, ps)) if ps else "-"
+
+
+def _autoscaler(a: AutoscalerRow) -> Table:
+    table = Table(title=f"TopicAutoscaler {a.name}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right", max_width=60)
+    rate = "-" if a.rate is None else f"{a.rate:,.0f}"
+    if a.rate is not None and a.rate > a.target:  # above the target: the window is counting
+        rate = f"[yellow]{rate}[/yellow]"
+    counts = f"{a.current or '-'} / {a.desired or '-'}  (min {a.bounds[0]}, max {a.bounds[1]})"
+    for what, value in (
+        ("partitions current / desired", counts),
+        ("records/s per partition / target", f"{rate} / {a.target:,.0f}"),
+        ("last decision", a.decision),
+        ("its reason", a.reason or "-"),
+        ("expansion in flight", a.expansion),
+        ("growths so far", str(a.growths)),
+    ):  # fmt: skip
+        table.add_row(what, value)
+    return table
 
 
 def render(s: Snapshot) -> RenderableType:
@@ -92,7 +133,7 @@ def render(s: Snapshot) -> RenderableType:
     counters.add_column("value", justify="right")
     violations = f"[red]{s.order_violations}[/red]" if s.order_violations else "0"
     rows = [
-        ("orders in the source", f"{s.source_orders:,}"),
+        (s.source_label, f"{s.source_orders:,}"),
         ("Kafka end offsets (with markers)", f"{s.in_kafka:,}"),
         ("consumed / distinct", f"{s.consumed:,} / {s.distinct:,}"),
         ("re-deliveries", str(s.redeliveries)),
@@ -104,6 +145,6 @@ def render(s: Snapshot) -> RenderableType:
         counters.add_row(what, value)
 
     side = Table.grid(padding=(0, 2))
-    side.add_row(members, topic, counters)
+    side.add_row(members if s.autoscaler is None else _autoscaler(s.autoscaler), topic, counters)
     events = Text("\n".join(s.events[-8:]), style="dim")
     return Group(header, side, events)
