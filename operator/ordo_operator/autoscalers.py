@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from ordo.api import (
-    API_GROUP,
-    Condition,
-    OrderedTopicExpansionSpec,
-    TopicAutoscaler,
-    TopicAutoscalerStatus,
-)
-from ordo.api.common import VERSION, set_condition
-from ordo.api.topic_autoscaler import MeasuredLoad, ScalingDecision
+from ordo.api import API_GROUP, OrderedTopicExpansionSpec, TopicAutoscaler, TopicAutoscalerStatus
+from ordo.api.common import VERSION
+from ordo.api.topic_autoscaler import ScalingDecision
 
 from . import metrics
 from .config import OperatorConfig
@@ -35,19 +30,35 @@ from .kafka import KafkaSide, clients_for
 from .kube import KafkaConnectionError, api_client, kafka_config, status_patch
 from .load import LoadMeter, TopicMissing
 from .plans.autoscale import Decision, Load, Outcome, Policy, Situation, decide
+from .plans.autoscale_peers import (
+    AutoscalerEntry,
+    ExpansionEntry,
+    last_end,
+    resolve_due,
+    rival,
+    to_release,
+)
+from .plans.autoscaler_status import ENDED, after_conflict, forget_refusal, measured_load, refused, shown
 
 __all__ = ["PLURAL", "register"]
 
 PLURAL = "topicautoscalers"
 EXPANSIONS = "orderedtopicexpansions"
-ENDED = {"Completed", "Aborted", "Failed"}
+AUTOSCALER_LABEL = "ordo.dev/autoscaler"
 STATUS_EVERY_SECONDS = 15.0  # the measured load in status is refreshed this often (or every 5 intervals)
-_Index = kopf.Index[str, tuple[str, str, str, str]]
+_Index = kopf.Index[str, ExpansionEntry]
+_Autoscalers = kopf.Index[str, AutoscalerEntry]
 _log = logging.getLogger(__name__)
 
 
 def register(settings: OperatorConfig) -> None:
     """Register the handlers with kopf (called once by the operator's entry point)."""
+
+    @kopf.index(API_GROUP, VERSION, PLURAL, id="autoscalers_by_topic")  # type: ignore[arg-type]
+    def autoscalers_by_topic(
+        name: str, namespace: str, spec: dict[str, Any], meta: dict[str, Any], **_: Any
+    ) -> dict[str, AutoscalerEntry]:
+        return {str(spec.get("topic", "")): _entry(namespace, name, spec, meta)}
 
     @kopf.daemon(API_GROUP, VERSION, PLURAL, id="drive_autoscaler", cancellation_timeout=5.0, backoff=5.0)  # type: ignore[arg-type]
     @metrics.count_errors
@@ -57,17 +68,57 @@ def register(settings: OperatorConfig) -> None:
         namespace: str,
         body: kopf.Body,
         expansions_by_topic: _Index,
+        autoscalers_by_topic: _Autoscalers,
         **_: Any,
     ) -> None:
         driver = _Driver(settings, namespace, name, body)
         try:
             while not stopped:
                 started = time.monotonic()
-                interval = driver.step(expansions_by_topic)
+                interval = driver.step(expansions_by_topic, autoscalers_by_topic)
                 stopped.wait(max(0.0, interval - (time.monotonic() - started)))
         finally:
             driver.close()
             metrics.forget_autoscaler(namespace, name)
+
+    @kopf.on.delete(API_GROUP, VERSION, PLURAL, id="release_expansions")  # type: ignore[arg-type]
+    @metrics.count_errors
+    def release_expansions(
+        name: str, namespace: str, meta: dict[str, Any], body: kopf.Body, **_: Any
+    ) -> None:
+        for expansion in release(namespace, name, str(meta.get("uid", ""))):
+            message = f"deleted while {expansion} was in flight: it finishes on its own, no longer owned"
+            kopf.info(body, reason="Released", message=message)
+            _log.info("%s/%s %s", namespace, name, message)
+
+
+def release(namespace: str, name: str, uid: str) -> list[str]:
+    """A deleted autoscaler leaves its expansions in flight to finish: their ownerReference to it
+    goes (the resourceVersion read guards the patch), so the garbage collector, which deletes the
+    ended ones, does not abort their fences. The names released."""
+    api = CustomObjectsApi(api_client())
+    listed = cast(
+        dict[str, Any],
+        api.list_namespaced_custom_object(
+            API_GROUP, VERSION, namespace, EXPANSIONS, label_selector=f"{AUTOSCALER_LABEL}={name}"
+        ),
+    )
+    released = []
+    for expansion, version, owners in to_release(listed.get("items", []), uid):
+        patch = {"metadata": {"ownerReferences": owners, "resourceVersion": version}}
+        api.patch_namespaced_custom_object(API_GROUP, VERSION, namespace, EXPANSIONS, expansion, patch)
+        released.append(expansion)
+    return released
+
+
+def _entry(namespace: str, name: str, spec: Mapping[str, Any], meta: Mapping[str, Any]) -> AutoscalerEntry:
+    """An autoscaler as the index of them by topic has it: two of one topic and Kafka are rivals."""
+    kafka = spec.get("kafka") or {}
+    return (
+        f"{namespace}/{name}",
+        str(meta.get("creationTimestamp", "")),
+        str(kafka.get("bootstrapServers", "")),
+    )
 
 
 def in_flight(index: _Index, topic: str) -> str | None:
@@ -94,7 +145,7 @@ def expansion_body(autoscaler: TopicAutoscaler, name: str, target: int) -> dict[
         "kind": "OrderedTopicExpansion",
         "metadata": {
             "name": name,
-            "labels": {"ordo.dev/autoscaler": str(meta.get("name", ""))},
+            "labels": {AUTOSCALER_LABEL: str(meta.get("name", ""))},
             "ownerReferences": [
                 {
                     "apiVersion": f"{API_GROUP}/{VERSION}",
@@ -125,7 +176,9 @@ def _policy(resource: TopicAutoscaler, settings: OperatorConfig) -> Policy:
 
 @dataclass
 class _Driver:
-    """One autoscaler's memory between measurements: its meter and the samples of its window."""
+    """One autoscaler's I/O between measurements: its meter, resolved connection and the samples of
+    its window; every choice is made by ``plans.autoscale``, ``plans.autoscaler_status`` and
+    ``plans.autoscale_peers``."""
 
     settings: OperatorConfig
     namespace: str
@@ -133,12 +186,14 @@ class _Driver:
     body: kopf.Body
     meter: LoadMeter | None = None
     measuring: tuple[str, tuple[str, ...], int] | None = None  # topic, groups, id of the side
+    resolved: tuple[str, float] | None = None  # the spec's connection resolved, and when
+    config: dict[str, Any] = field(default_factory=dict)
     samples: list[Load] = field(default_factory=list)
     status: TopicAutoscalerStatus | None = None
     written: float = 0.0
-    said: dict[str, str] = field(default_factory=dict)  # condition type -> the reason last announced
+    said: str | None = None  # the refusal last announced
 
-    def step(self, index: _Index) -> float:
+    def step(self, index: _Index, autoscalers: _Autoscalers) -> float:
         """One measurement and decision; the seconds until the next."""
         try:
             resource = TopicAutoscaler.model_validate(dict(self.body))
@@ -147,33 +202,48 @@ class _Driver:
             where = ".".join(str(part) for part in first["loc"])
             self._refuse("InvalidSpec", f"{where}: {first['msg']}; nothing was changed")
             return 10.0
-        interval = resource.spec.measure_interval_seconds
+        spec = resource.spec
+        interval = spec.measure_interval_seconds
         if self.status is None:
             self.status = resource.status or TopicAutoscalerStatus()
+        me = _entry(self.namespace, self.name, dict(self.body.get("spec") or {}), resource.metadata)
+        other = rival(list(autoscalers.get(spec.topic, [])), me)
+        if other is not None:  # the older one decides; this one waits until it is deleted
+            self.close()
+            self.samples = []
+            self._refuse(
+                "TopicHasAutoscaler",
+                f"the TopicAutoscaler {other} (the older) grows topic {spec.topic!r}; this one decides "
+                "nothing until that one is deleted",
+            )
+            return interval
         try:
             meter = self._meter(resource)
             measured = meter.measure()
         except KafkaConnectionError as error:
+            self.resolved = None
             self._refuse("InvalidKafkaConnection", f"{error}; nothing was changed")
             return max(interval, 10.0)
         except TopicMissing as error:
             self._refuse("TopicMissing", f"{error}; nothing was changed")
             return interval
         except Exception as error:  # Kafka unreachable, a request timed out: measure again later
+            self.resolved = None  # credentials may have been rotated: read the Secrets again
             metrics.record_error(metrics.error_kind(error))
             _log.warning("%s/%s: measuring failed: %s", self.namespace, self.name, error)
             return interval
         if measured is None:
             return interval
         now = measured.load.at
-        self.samples = [
-            s for s in self.samples if s.at >= now - resource.spec.stabilization_window_seconds - 60
-        ]
+        self.samples = [s for s in self.samples if s.at >= now - spec.stabilization_window_seconds - 60]
         self.samples.append(measured.load)
-        busy, ended_at = self._expansions(resource, index)
-        policy = _policy(resource, self.settings)
-        situation = Situation(now, measured.partitions, self.samples, busy, _monotonic(ended_at))
-        decision = decide(situation, policy)
+        entries = list(index.get(spec.topic, []))
+        busy = self._in_flight(entries, index)
+        ended = [e for e in (last_end(entries), self.status.expansion_ended_at) if e is not None]
+        situation = Situation(
+            now, measured.partitions, self.samples, busy, _monotonic(max(ended, default=None))
+        )
+        decision = decide(situation, _policy(resource, self.settings))
         if decision.outcome == Outcome.GROW and not self._grow(resource, measured.partitions, decision):
             return interval  # refused: the condition says why until it can be done
         self._show(resource, measured.partitions, measured.records_per_offset, decision)
@@ -182,24 +252,29 @@ class _Driver:
     def _meter(self, resource: TopicAutoscaler) -> LoadMeter:
         """The meter for the spec's topic, groups and connection (a new one when they changed)."""
         spec = resource.spec
-        side: KafkaSide = clients_for(kafka_config(spec.kafka, self.namespace, self.settings), self.settings)
+        connection = spec.kafka.model_dump_json() if spec.kafka is not None else ""
+        if resolve_due(self.resolved, connection, time.monotonic()):  # Secrets read only then
+            self.config = kafka_config(spec.kafka, self.namespace, self.settings)
+            self.resolved = (connection, time.monotonic())
+        side: KafkaSide = clients_for(self.config, self.settings)  # the same clients for the same config
         groups = tuple(g.name for g in spec.targets.consumer_groups)
         wanted = (spec.topic, groups, id(side))
         if self.meter is None or self.measuring != wanted:
             self.close()
             self.meter, self.measuring, self.samples = LoadMeter(side, spec.topic, groups), wanted, []
-        self._clear("InvalidSpec", "InvalidKafkaConnection", "TopicMissing")
+        self._clear("InvalidSpec", "InvalidKafkaConnection", "TopicMissing", "TopicHasAutoscaler")
         return self.meter
 
-    def _expansions(self, resource: TopicAutoscaler, index: _Index) -> tuple[str | None, datetime | None]:
-        """The topic's expansion in flight (any owner), and when this autoscaler's last one ended."""
+    def _in_flight(self, entries: list[ExpansionEntry], index: _Index) -> str | None:
+        """The topic's expansion in flight (any owner); this autoscaler's own one that ended is
+        forgotten, its end (by its own status when the index has it) kept for the cooldown."""
         assert self.status is not None
         own = self.status.expansion
         if own is not None and not self._running(own, index):
             self.status.expansion = None
-            self.status.expansion_ended_at = datetime.now(UTC)
-        busy = in_flight(index, resource.spec.topic)
-        return busy or self.status.expansion, self.status.expansion_ended_at
+            self.status.expansion_ended_at = _ended(f"{self.namespace}/{own}", entries) or datetime.now(UTC)
+        busy = next((key for key, phase, _, _ in entries if phase not in ENDED), None)
+        return busy or self.status.expansion
 
     def _phase(self, expansion: str) -> str | None:
         """An expansion's phase as the API server has it; None when there is no such expansion."""
@@ -239,21 +314,14 @@ class _Driver:
             if error.status != 409:
                 self._refuse("ExpansionRefused", f"creating {name} was refused: {error.reason} {error.body}")
                 return False
-            # 409: one of that name exists: created before a restart (in flight: adopted), or one
-            # that ended without growing the topic, which a person must look at and delete
-            ended = self._phase(name)
-            if ended in ENDED:
-                self._refuse(
-                    "ExpansionEnded",
-                    f"{name} exists and ended {ended} without growing the topic to {decision.target}: "
-                    f"see its status, and delete it for the autoscaler to try again; nothing was changed",
-                )
+            refusal = after_conflict(name, self._phase(name), decision.target)  # 409: that name exists
+            if refusal is not None:
+                self._refuse("ExpansionEnded", refusal)
                 return False
         self._clear("ExpansionRefused", "ExpansionEnded")
-        when = datetime.now(UTC)
         self.status.expansion = name
         self.status.last_decision = ScalingDecision(
-            time=when,
+            time=datetime.now(UTC),
             from_partitions=current,
             to_partitions=decision.target,
             reason=decision.reason,
@@ -267,43 +335,15 @@ class _Driver:
 
     def _show(self, resource: TopicAutoscaler, current: int, per_offset: float, decision: Decision) -> None:
         """Status, conditions, Events on their transitions and metrics for this decision."""
-        status, generation = self.status, resource.metadata.get("generation")
-        assert status is not None
+        assert self.status is not None
         newest = self.samples[-1]
-        status.load = MeasuredLoad(
-            records_per_second_per_partition=round(newest.records_per_second / current, 3),
-            bytes_per_second_per_partition=round(newest.bytes_per_second / current, 1),
-            lag_per_partition={g: round(lag / current, 1) for g, lag in newest.lag.items()},
-            records_per_offset=round(per_offset, 3),
-            measured_at=datetime.now(UTC),
-        )
-        maximum = resource.spec.max_partitions
-        at_max = decision.outcome == Outcome.AT_MAXIMUM
-        conditions = set_condition(status.conditions, "Ready", True, "Measuring", decision.reason, generation)
-        conditions = self._announced(
-            conditions,
-            "AtMaximum",
-            at_max,
-            f"{decision.reason}; the topic stays at {current} (maxPartitions {maximum})",
-        )
-        conditions = self._announced(
-            conditions,
-            "BelowCapacity",
-            decision.below_capacity,
-            f"{decision.reason}: half the partitions would carry the load; a topic cannot shrink in place "
-            "(moving the stream to a topic with fewer partitions is a separate step)",
-        )
-        changed = (status.current_partitions, status.desired_partitions, _shape(status.conditions)) != (
-            current,
-            decision.desired,
-            _shape(conditions),
-        )
-        status.current_partitions, status.desired_partitions = current, decision.desired
-        status.conditions, status.message, status.observed_generation = (
-            conditions,
-            decision.reason,
-            generation,
-        )
+        load = measured_load(newest, current, per_offset, datetime.now(UTC))
+        generation = resource.metadata.get("generation")
+        after = shown(self.status, decision, current, load, resource.spec.max_partitions, generation)
+        self.status = after.status
+        for event in after.events:
+            kopf.event(self.body, type=event.type, reason=event.reason, message=event.message)
+            metrics.record_autoscaler_decision(event.reason[0].lower() + event.reason[1:])
         metrics.record_autoscaler(
             self.namespace,
             self.name,
@@ -312,39 +352,22 @@ class _Driver:
             records=newest.records_per_second,
         )
         refresh = min(STATUS_EVERY_SECONDS, 5 * resource.spec.measure_interval_seconds)
-        if changed or time.monotonic() - self.written >= refresh:
+        if after.changed or time.monotonic() - self.written >= refresh:
             self._write()
-
-    def _announced(
-        self, conditions: list[Condition], kind: str, active: bool, message: str
-    ) -> list[Condition]:
-        """``conditions`` with ``kind`` set; entering it is an Event and a decision counted."""
-        assert self.status is not None
-        was = any(c.type == kind and c.status == "True" for c in self.status.conditions)
-        if active and not was:
-            kopf.event(self.body, type="Normal", reason=kind, message=message)
-            metrics.record_autoscaler_decision(kind[0].lower() + kind[1:])
-        return set_condition(
-            conditions, kind, active, kind if active else "No" + kind, message if active else ""
-        )
 
     def _refuse(self, reason: str, message: str) -> None:
         """Bad input: Ready False with ``reason``, a Warning Event once per cause; nothing else changes."""
-        status = self.status or TopicAutoscalerStatus()
-        self.status = status
-        status.conditions = set_condition(status.conditions, "Ready", False, reason, message)
-        status.message = message
-        if self.said.get("Ready") != message:
-            self.said["Ready"] = message
-            kopf.event(self.body, type="Warning", reason=reason, message=message)
+        self.status, event = refused(self.status or TopicAutoscalerStatus(), reason, message, self.said)
+        if event is not None:
+            self.said = message
+            kopf.event(self.body, type=event.type, reason=event.reason, message=event.message)
             _log.warning("%s/%s: %s", self.namespace, self.name, message)
             self._write()
 
     def _clear(self, *reasons: str) -> None:
         """A cause of refusal is gone: the next refusal is news again."""
-        ready = next((c for c in (self.status.conditions if self.status else []) if c.type == "Ready"), None)
-        if ready is not None and ready.reason in reasons:
-            self.said.pop("Ready", None)
+        if self.status is not None and forget_refusal(self.status, reasons):
+            self.said = None
 
     def _write(self) -> None:
         assert self.status is not None
@@ -364,10 +387,12 @@ class _Driver:
         if self.meter is not None:
             self.meter.close()
             self.meter = None
+            self.measuring = None
 
 
-def _shape(conditions: list[Condition]) -> list[tuple[str, str, str]]:
-    return [(c.type, c.status, c.reason) for c in conditions]
+def _ended(key: str, entries: list[ExpansionEntry]) -> datetime | None:
+    """When the expansion ``key`` ended, by its own status as the index has it."""
+    return last_end([e for e in entries if e[0] == key])
 
 
 def _monotonic(moment: datetime | None) -> float | None:

@@ -38,6 +38,7 @@ from .kube import (
     patch_status,
     post_operator_event,
 )
+from .plans.autoscale_peers import expansion_ended_at
 from .plans.expansion import (
     Effect,
     ExpansionState,
@@ -206,8 +207,14 @@ def register(settings: OperatorConfig) -> None:
         **_: Any,
     ) -> dict[str, tuple[str, str, str, str]]:
         phase = status.get("phase") or ExpansionPhase.PENDING
+        ended = expansion_ended_at(status)  # a TopicAutoscaler's cooldown counts from here
         return {
-            spec.get("topic", ""): (f"{namespace}/{name}", str(phase), meta.get("creationTimestamp", ""), "")
+            spec.get("topic", ""): (
+                f"{namespace}/{name}",
+                str(phase),
+                meta.get("creationTimestamp", ""),
+                ended.isoformat() if ended is not None else "",
+            )
         }
 
     @kopf.timer(  # type: ignore[arg-type]

@@ -221,6 +221,39 @@ def test_any_load_keeps_bounds_one_expansion_at_a_time_and_the_cooldown(
     _check_invariants(run, 2)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    interval=intervals,
+    window_steps=windows,
+    cooldown_steps=st.integers(min_value=1, max_value=10),
+    others=st.lists(  # another owner's (or a person's) expansions: step, seconds before it that it ended
+        st.tuples(st.integers(min_value=1, max_value=80), st.integers(min_value=0, max_value=4)),
+        max_size=6,
+    ),
+    factor=st.floats(min_value=1.2, max_value=5),
+)
+def test_the_cooldown_counts_from_any_expansion_of_the_topic_by_its_own_end(
+    interval: int, window_steps: int, cooldown_steps: int, others: list[tuple[int, int]], factor: float
+) -> None:
+    cooldown = cooldown_steps * interval
+    run = Run(_policy(window=window_steps * interval, cooldown=cooldown), 2, interval, takes=interval)
+    external = {step: back for step, back in others}
+    ends: list[tuple[float, float]] = []  # when each expansion ended, when the planner knew
+    for step in range(1, 81):
+        now = step * interval
+        if step in external and run.in_flight is None:  # it ended before the operator noticed
+            ended = now - min(external[step], cooldown_steps) * interval
+            run.ended_at = max(run.ended_at or ended, ended)
+            ends.append((ended, now))
+        before = run.ended_at
+        run.step(now, _records(interval, TARGET * run.partitions * factor))
+        if run.ended_at != before and run.ended_at is not None:
+            ends.append((run.ended_at, now))
+    for when, _ in run.grows():
+        assert all(when - end >= cooldown for end, known in ends if known <= when), (when, ends)
+    _check_invariants(run, 2)
+
+
 def test_falling_load_says_the_topic_is_below_capacity_and_never_shrinks() -> None:
     run = Run(_policy(window=10), 16, 1, takes=1)
     for now in range(1, 40):
