@@ -339,6 +339,39 @@ def test_a_fence_is_acknowledged_only_once_what_was_sent_before_it_is_written(se
         assert delivered and delivered[0] <= acknowledged
 
 
+def test_a_producer_fenced_through_the_broker_at_a_fence_sends_again_by_the_staying_keys_rule(
+    setup: Setup,
+) -> None:
+    """Fenced through Kafka with a transaction open when a fence (3 -> 6) arrives: its commit
+    before the acknowledgement fails, it reopens, reads the epoch log and sends the aborted records
+    again by the rule: staying keys' at once, moved keys' parked ahead of those produce() parks
+    after it, all of those by 6 once the epoch is published. Each record once, every key in order."""
+    history = EpochHistory.initial(setup.topic, 3)
+    setup.writer.write(history)
+    keys = [f"k{i}".encode() for i in range(7)]
+    moving = {k for k in keys if murmur2_partition(k, 3) != murmur2_partition(k, 6)}
+    assert moving and len(moving) < len(keys)
+    with setup.producer(producer_id="renewed", commit_interval=60.0) as producer:
+        for i in range(30):
+            producer.produce(setup.topic, f"{i}".encode(), key=keys[i % 7])
+        # written, not committed: the producer meets the fencing only at its next commit (the fence's)
+        wait_for(lambda: producer.poll(0) >= 0 and len(producer.raw) == 0, 10, "the records written")
+        fencer = Producer(setup.kafka.config(transactional_id=producer.transactional_id))
+        fencer.init_transactions(30)  # the open transaction is aborted, the producer refused
+        fenced = setup.fence(history, "renewed", 6)  # acknowledged once it sent them again
+        for i in range(30, 90):
+            producer.produce(setup.topic, f"{i}".encode(), key=keys[i % 7])
+        setup.grow_broker(6)
+        setup.writer.write(fenced.publish({0: 0, 1: 0, 2: 0}))
+        assert producer.flush(30) == 0
+    records = _committed_records(setup.kafka, setup.topic, 6)
+    assert sorted(int(m.value()) for m in records) == list(range(90)), "each record once"
+    for key in keys:
+        mine = [(m.partition(), int(m.value())) for m in records if m.key() == key]
+        assert {p for p, _v in mine} == {murmur2_partition(key, 6)}, f"{key!r}: {mine}"
+        assert [v for _p, v in mine] == sorted(v for _p, v in mine), f"{key!r} out of order: {mine}"
+
+
 def _committed_records(kafka: KafkaHandle, topic: str, partitions: int) -> list[Any]:
     """Every committed record of ``topic`` (read_committed), partition by partition in offset order."""
     counts = records_per_partition(kafka.bootstrap, topic, partitions)
