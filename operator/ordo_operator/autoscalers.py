@@ -195,6 +195,8 @@ class _Driver:
 
     def step(self, index: _Index, autoscalers: _Autoscalers) -> float:
         """One measurement and decision; the seconds until the next."""
+        if (self.body.get("metadata") or {}).get("deletionTimestamp"):
+            return 1.0  # being deleted (kopf's live body): nothing more is created; the daemon stops
         try:
             resource = TopicAutoscaler.model_validate(dict(self.body))
         except ValidationError as error:  # what the CRD schema cannot check

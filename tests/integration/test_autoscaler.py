@@ -1,8 +1,9 @@
 """TopicAutoscaler end to end: the operator measures a topic's load from Kafka, grows it through an
-OrderedTopicExpansion it owns once the load stayed above the target for the window, leaves a topic
-below its target alone, says what it cannot do (a missing topic; an expansion of the name it wants
-that ended without growing the topic), and the independent verifier finds every key in order, none
-lost or doubled."""
+OrderedTopicExpansion it owns once the load stayed above the target for the window, grows a topic
+whose consumer group's committed offsets lag (the lag target alone), leaves a topic below its target
+alone, says what it cannot do (a missing topic; an expansion of the name it wants that ended without
+growing the topic; a second autoscaler of a topic, until the first is deleted), and the independent
+verifier finds every key in order, none lost or doubled."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from kubernetes.client.exceptions import ApiException
 
 from ordo.ordered_producer import OrderedProducer
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.testbed
 
 GROUP, VERSION, PLURAL = "ordo.dev", "v1alpha1", "topicautoscalers"
 KEYS = 40
+LAGGED = 60  # records the lagging group has not consumed: 30 per partition of 2, 10 allowed
 
 
 def _autoscaler(kube: Kube, name: str, topic: str, **spec: Any) -> None:
@@ -55,6 +58,23 @@ def _status(kube: Kube, name: str) -> dict[str, Any]:
     return dict(found.get("status") or {})
 
 
+def _ready(kube: Kube, name: str, reason: str) -> str | None:
+    """The Ready condition's message while its reason is ``reason``."""
+    found = [c for c in _status(kube, name).get("conditions", []) if c["type"] == "Ready"]
+    return str(found[0].get("message") or "-") if found and found[0]["reason"] == reason else None
+
+
+def _lagging_group(kafka: KafkaHandle, topic: str, group: str) -> None:
+    """``LAGGED`` records in ``topic`` and ``group`` committed at offset 0 of each partition: as
+    a consumer that committed its start and stopped."""
+    producer = Producer(kafka.config())
+    for i in range(LAGGED):
+        producer.produce(topic, b"v", key=f"k{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    committed = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, 0) for p in range(2)])
+    kafka.admin.alter_consumer_group_offsets([committed])[group].result(30)
+
+
 def _produce(producer: OrderedProducer, rates: dict[str, float], stop: threading.Event) -> None:
     """``rates``: records per second per topic, each key numbered 0, 1, 2, ... in order."""
     sent = {topic: 0 for topic in rates}
@@ -79,7 +99,8 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
 ) -> None:
     epochs, registry = log_topics
     busy, quiet = kafka.create_topic(2, prefix="busy"), kafka.create_topic(2, prefix="quiet")
-    floor = kafka.create_topic(2, prefix="floor")
+    floor, lagging = kafka.create_topic(2, prefix="floor"), kafka.create_topic(2, prefix="lagging")
+    _lagging_group(kafka, lagging, "billing")
     expansions = Expansions(kube.custom, kube.namespace)
     expansions.create("floor-4", f"{floor}-gone", 4)  # takes the name the autoscaler "floor" wants, and fails
     with pytest.raises(ApiException) as refused:  # the CRD's CEL rule: nothing is created
@@ -94,12 +115,19 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     writer.start()
     try:
         _autoscaler(kube, "busy", busy)
+        _autoscaler(kube, "second", busy)  # the younger ("busy" < "second" in a tie): decides nothing
+        lag_target = {"consumerGroups": [{"name": "billing", "lagPerPartition": 10}]}
+        _autoscaler(kube, "lagging", lagging, targets=lag_target)  # nothing written: lag alone
         _autoscaler(kube, "quiet", quiet)
         _autoscaler(kube, "nowhere", f"{busy}-missing")  # bad input: a condition, an Event, nothing else
         expansions.wait_phase("floor-4", "Failed", 30)
         _autoscaler(kube, "floor", floor, minPartitions=4)  # grows to 4 at once, but floor-4 ended Failed
         decided = wait_for(lambda: _status(kube, "busy").get("lastDecision"), 30, "a decision", step=0.2)
         assert decided is not None
+        by_lag = wait_for(
+            lambda: _status(kube, "lagging").get("lastDecision"), 30, "a lag decision", step=0.2
+        )
+        waiting = wait_for(lambda: _ready(kube, "second", "TopicHasAutoscaler"), 15, "second refused")
         expansion = expansions.wait_phase(decided["expansion"], "Completed", 30)
         settled = wait_for(  # the expansion ended: the name goes, the cooldown counts from here
             lambda: (
@@ -113,6 +141,19 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
         )
         assert settled
         status = _status(kube, "busy")
+        lag_load = wait_for(  # lag per partition of today's count: 60 offsets on 4 partitions
+            lambda: (s := _status(kube, "lagging")).get("currentPartitions") == 4 and s.get("load"),
+            30,
+            "the lagging topic grown to 4 with its lag in status",
+            step=0.2,
+        )
+        listed = kube.custom.list_namespaced_custom_object(
+            GROUP, VERSION, kube.namespace, "orderedtopicexpansions"
+        )
+        kube.custom.delete_namespaced_custom_object(GROUP, VERSION, kube.namespace, PLURAL, "busy")
+        measuring = wait_for(  # the older one is gone: the younger decides
+            lambda: _ready(kube, "second", "Measuring"), 20, "second measuring", step=0.2
+        )
         # about one record per transaction per partition at 10 records/s (0.5-0.67 measured: a
         # marker per record or two, which the offsets alone would count as records); the bound
         # leaves room for a loaded machine's longer transactions (status refreshes every 5 intervals)
@@ -144,10 +185,17 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     assert calm
     assert calm.get("currentPartitions") == 2 and "lastDecision" not in calm, calm
     assert calm["desiredPartitions"] == 2 and calm["load"]["recordsPerSecondPerPartition"] < 20
-    listed = kube.custom.list_namespaced_custom_object(
-        GROUP, VERSION, kube.namespace, "orderedtopicexpansions"
-    )
-    assert sorted(x["metadata"]["name"] for x in listed["items"]) == ["busy-4", "floor-4"]
+    names = sorted(x["metadata"]["name"] for x in listed["items"])
+    assert names == ["busy-4", "floor-4", "lagging-4"]  # none by "second"
+
+    print("by lag:", by_lag, "load:", lag_load)
+    assert by_lag is not None and (by_lag["fromPartitions"], by_lag["toPartitions"]) == (2, 4)
+    assert "group 'billing' lag 60" in by_lag["reason"], by_lag
+    assert lag_load and waiting and measuring
+    assert lag_load["lagPerPartition"] == {"billing": LAGGED / 4}
+    assert lag_load["recordsPerSecondPerPartition"] == 0  # the lag target alone grew it
+    assert f"TopicAutoscaler {kube.namespace}/busy (the older)" in waiting, waiting
+    assert "TopicHasAutoscaler" in kube.event_reasons()
 
     ready = [c for c in _status(kube, "nowhere").get("conditions", []) if c["type"] == "Ready"]
     assert [(c["status"], c["reason"]) for c in ready] == [("False", "TopicMissing")], ready
