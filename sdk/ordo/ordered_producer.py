@@ -3,8 +3,9 @@
 It picks each record's partition from the partition count of the topic's active epoch in the
 epoch log, never from librdkafka's metadata, which changes at an arbitrary moment after
 CreatePartitions. It reports liveness to the producer registry; when the operator fences a topic
-it stops producing to it, commits (or flushes), and acknowledges, and resumes when the new epoch
-is active or the fence is aborted. If it cannot report within its session it stops by itself.
+it commits (or flushes) what the fence moves and acknowledges, writes on the records of keys whose
+partition the fence keeps, parks the moved keys' records and writes them once the new epoch is
+active (or the fence is aborted). If it cannot report within its session it stops by itself.
 
 By default (``fencing="broker"``) it writes in transactions of its own, so the operator can have
 the broker refuse a producer that does not acknowledge a fence, whatever its clocks say
