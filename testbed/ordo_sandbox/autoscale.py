@@ -193,6 +193,8 @@ class AutoscaleSandbox(Sandbox):
                 round(decided, 2), str(decision.get("reason") or ""), name,
                 None if completed is None else round(completed, 2),
             ))  # fmt: skip
+        for growth in growths:
+            growth.crossed_at = self.ramp.when(growth.from_partitions * self.settings.target)
         return sorted(growths, key=lambda g: g.to_partitions)
 
     def _after_flow(self, rfc3339: str) -> float:

@@ -165,7 +165,8 @@ def render_autoscale(report: AutoscaleReport) -> Table:
     for g in report.growths:
         rows.append(
             (
-                f"growth {g.from_partitions} → {g.to_partitions} decided at {g.decided_at:.1f} s",
+                f"growth {g.from_partitions} → {g.to_partitions} decided at {g.decided_at:.1f} s"
+                + (f" (target exceeded at {g.crossed_at:.1f} s)" if g.crossed_at is not None else ""),
                 f"completed {_seconds(None if g.completed_at is None else g.completed_at - g.decided_at)} "
                 f"later; read by consumers {_seconds(g.to_consumers())}, by Spark {_seconds(g.to_spark())}",
             )

@@ -130,6 +130,8 @@ class Growth:
     """The first record of a new partition the GatedConsumers processed (None: none)."""
     spark_at: float | None = None
     """The first record of a new partition in the Spark pipeline's committed output (None: none)."""
+    crossed_at: float | None = None
+    """When the ramp's rate first exceeded the old count times the target (the window starts then)."""
 
     @property
     def new_partitions(self) -> range:

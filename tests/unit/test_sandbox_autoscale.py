@@ -95,7 +95,7 @@ def _report(**changes: object) -> AutoscaleReport:
         peak_rate=9800.0, target=1000, partitions=(4, 16),
         kafka=TopicVerdict("orders", records=500, keys=100, partitions=16, epochs=3),
         consumers=Verdict(delivered=500, processed=500),
-        growths=[Growth(4, 8, 20.0, completed_at=23.0, consumers_at=25.0),
+        growths=[Growth(4, 8, 20.0, completed_at=23.0, consumers_at=25.0, crossed_at=14.5),
                  Growth(8, 16, 50.0, completed_at=54.0, consumers_at=56.5)],
     )  # fmt: skip
     for name, value in changes.items():
@@ -153,7 +153,8 @@ def test_the_autoscaling_report_table_shows_growths_delays_and_checks() -> None:
     console = Console(width=180, record=True)
     console.print(render_autoscale(_report(spark_skipped="--no-spark")))
     text = console.export_text()
-    assert "growth 4 → 8 decided at 20.0 s" in text and "read by consumers 5.0 s" in text
+    assert "growth 4 → 8 decided at 20.0 s (target exceeded at 14.5 s)" in text
+    assert "read by consumers 5.0 s" in text
     assert "9,800 records/s" in text and "4 → 16" in text and "skipped: --no-spark" in text
     assert "✓ the topic grew by itself" in text and "✗" not in text
 
