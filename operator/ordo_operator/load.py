@@ -127,7 +127,9 @@ class LoadMeter:
         answer = future[group].result(self.side.timeout + 5)
         lag = 0
         for tp in answer.topic_partitions or []:
-            if tp.error is None and tp.offset != OFFSET_INVALID and tp.offset >= 0:
+            if tp.error is not None:  # the coordinator still loading, ...: not a lag of 0
+                raise KafkaException(tp.error)
+            if tp.offset != OFFSET_INVALID and tp.offset >= 0:
                 lag += max(0, ends.get(tp.partition, 0) - tp.offset)
         return float(lag)
 

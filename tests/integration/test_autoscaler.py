@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -64,15 +65,26 @@ def _ready(kube: Kube, name: str, reason: str) -> str | None:
     return str(found[0].get("message") or "-") if found and found[0]["reason"] == reason else None
 
 
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def _lagging_group(kafka: KafkaHandle, topic: str, group: str) -> None:
     """``LAGGED`` records in ``topic`` and ``group`` committed at offset 0 of each partition: as
     a consumer that committed its start and stopped."""
-    producer = Producer(kafka.config())
+    producer, failed = Producer(kafka.config()), []
     for i in range(LAGGED):
-        producer.produce(topic, b"v", key=f"k{i}".encode(), partition=i % 2)
-    assert producer.flush(30) == 0
-    committed = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, 0) for p in range(2)])
-    kafka.admin.alter_consumer_group_offsets([committed])[group].result(30)
+        producer.produce(
+            topic, b"v", key=f"k{i}".encode(), partition=i % 2, on_delivery=lambda e, _: failed.append(e)
+        )
+    assert producer.flush(30) == 0 and failed == [None] * LAGGED, failed
+
+    def committed() -> bool:  # a new group's coordinator may still be loading: each partition says
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, 0) for p in range(2)])
+        done = kafka.admin.alter_consumer_group_offsets([request])[group].result(30)
+        return all(tp.error is None for tp in done.topic_partitions)
+
+    wait_for(committed, 30, "the group's offsets committed", step=0.5)
 
 
 def _produce(producer: OrderedProducer, rates: dict[str, float], stop: threading.Event) -> None:
@@ -154,6 +166,8 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
         measuring = wait_for(  # the older one is gone: the younger decides
             lambda: _ready(kube, "second", "Measuring"), 20, "second measuring", step=0.2
         )
+        # its ended expansion goes with it (the garbage collector); one in flight would be released
+        wait_for(lambda: not expansions.exists("busy-4"), 30, "busy-4 collected", step=0.2)
         # about one record per transaction per partition at 10 records/s (0.5-0.67 measured: a
         # marker per record or two, which the offsets alone would count as records); the bound
         # leaves room for a loaded machine's longer transactions (status refreshes every 5 intervals)
@@ -173,7 +187,11 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     assert (decided["fromPartitions"], decided["toPartitions"], decided["expansion"]) == (2, 4, "busy-4")
     assert "records/s needs" in decided["reason"] and "2 -> 4" in decided["reason"], decided
     assert expansion["toPartitions"] == 4
-    owners = expansions.get("busy-4")["metadata"]["ownerReferences"]
+    # the cooldown counts from the expansion's own end, not from when the operator noticed it
+    own_end = _moment(expansion["startedAt"]) + timedelta(seconds=expansion["durationSeconds"])
+    assert abs((_moment(status["expansionEndedAt"]) - own_end).total_seconds()) < 0.005, (status, expansion)
+    (owned,) = [x for x in listed["items"] if x["metadata"]["name"] == "busy-4"]  # before "busy" was deleted
+    owners = owned["metadata"]["ownerReferences"]
     assert [(o["kind"], o["name"]) for o in owners] == [("TopicAutoscaler", "busy")]
     load = status["load"]
     print("decision:", decided, "load:", load, "quiet:", calm["load"])
