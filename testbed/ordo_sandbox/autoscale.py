@@ -104,6 +104,7 @@ class AutoscaleSandbox(Sandbox):
             self.sources.expansions, self.sources.expansion = self.expansions, ""
             self._start_consumers(stack)
             self._start_spark(stack)
+            self._await_spark()
             self._start_producers(stack)
             self._flow, self._flow_wall = time.monotonic(), time.time()
             self.sources.source_orders = self._sent
@@ -124,6 +125,20 @@ class AutoscaleSandbox(Sandbox):
             rate = self.ramp.rate_at(elapsed)
             return f"load {rate:,.0f} records/s, ends in {self.ramp.total_seconds - elapsed:.0f} s"
         return "draining and verifying"
+
+    def _await_spark(self) -> None:
+        """The load starts once the Spark query runs: its JVM's start is no part of a growth's delay."""
+        spark = self.spark
+        if spark is None:
+            return
+        try:
+            wait_for(lambda: spark.started() or not spark.running, 300, "the Spark query to start", step=1.0)
+        except AssertionError:
+            self._say("[yellow]the Spark query did not start within 300 s: the load starts anyway[/yellow]")
+            return
+        if not spark.running:
+            raise RuntimeError(f"the Spark pipeline ended at its start: see {spark.directory / 'spark.log'}")
+        self._say("the Spark query runs")
 
     # --- the load -----------------------------------------------------------------------------
 

@@ -69,6 +69,10 @@ class SparkPipeline:
         self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         return self
 
+    def started(self) -> bool:
+        """The streaming query started (its checkpoint's metadata is written): batches follow."""
+        return (self.directory / "checkpoint" / "metadata").is_file()
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
