@@ -4,6 +4,7 @@ reached the readers, the rate reached, the report's verdict and the live view's 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -203,3 +204,34 @@ def test_bad_autoscale_options_are_one_clear_line(
     assert ordo(["sandbox", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+# --- the Spark pipeline's output ------------------------------------------------------------------
+
+
+def test_spark_partition_reads_come_from_the_sink_logs_files_and_their_write_times(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ordo_sandbox.spark import SparkPipeline
+
+    spark = SparkPipeline(tmp_path, "127.0.0.1:9092", "orders")
+    log = tmp_path / "checks" / "_spark_metadata"
+    log.mkdir(parents=True)
+    entries = []
+    for batch, (partitions, written_ms) in enumerate((([0, 1, 1], 1_000_500), ([3, 5, 6, 5], 1_002_000))):
+        path = tmp_path / "checks" / f"part-{batch}.parquet"
+        pq.write_table(pa.table({"partition": partitions}), path)
+        entries.append(json.dumps({"path": f"file://{path}", "modificationTime": written_ms}))
+    (log / "0").write_text("v1\n" + "\n".join(entries) + "\n")
+    assert not spark.started()
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "metadata").write_text("{}")
+    assert spark.started()
+    assert sorted(spark.partition_reads()) == [
+        (1000.5, 0), (1000.5, 1), (1002.0, 3), (1002.0, 5), (1002.0, 6),
+    ]  # fmt: skip
+    assert spark.committed_files() == [
+        tmp_path / "checks" / "part-0.parquet",
+        tmp_path / "checks" / "part-1.parquet",
+    ]
+    assert first_reads([Growth(4, 8, decided_at=990.0)], spark.partition_reads()) == [1002.0]
