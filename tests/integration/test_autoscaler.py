@@ -18,9 +18,12 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from kubernetes.client.exceptions import ApiException
 
+from ordo.api import TopicAutoscaler
 from ordo.ordered_producer import OrderedProducer
 from ordo.verify import KafkaKey
 from ordo.verify.topic import check_topic, read_epochs, read_topic
+from ordo_operator import kube as operator_kube
+from ordo_operator.autoscalers import expansion_body, release
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.operator import OperatorProcess
@@ -229,3 +232,28 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     assert read.unreadable == 0 and verdict.records > 0
     assert verdict.misplaced == 0 and verdict.order_violations == 0, verdict.examples
     assert verdict.duplicates == 0 and verdict.missing == 0, verdict.summary()
+
+
+def test_a_deleted_autoscalers_expansion_in_flight_is_released_and_the_ended_one_stays_owned(
+    kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the operator's delete handler does (``release``), on the API server alone: no operator
+    runs, so the expansions keep the phases given them. The garbage collector then deletes the one
+    still owned (the first test sees it take the ended busy-4), and leaves the released one."""
+    monkeypatch.setattr(operator_kube, "_client", kube.api)  # the handler's client: this testbed's
+    _autoscaler(kube, "kept", "kept-topic")
+    created = TopicAutoscaler.model_validate(
+        kube.custom.get_namespaced_custom_object(GROUP, VERSION, kube.namespace, PLURAL, "kept")
+    )
+    expansions = Expansions(kube.custom, kube.namespace)
+    for name, target in (("kept-4", 4), ("kept-8", 8)):
+        kube.custom.create_namespaced_custom_object(
+            GROUP, VERSION, kube.namespace, "orderedtopicexpansions", expansion_body(created, name, target)
+        )
+    kube.custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, kube.namespace, "orderedtopicexpansions", "kept-4", {"status": {"phase": "Completed"}}
+    )
+    assert release(kube.namespace, "kept", str(created.metadata["uid"])) == ["kept-8"]  # Pending: in flight
+    assert expansions.get("kept-8")["metadata"].get("ownerReferences", []) == []
+    (owner,) = expansions.get("kept-4")["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("TopicAutoscaler", "kept")
