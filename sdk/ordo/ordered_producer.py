@@ -32,7 +32,7 @@ from ._clients import bounded_delivery, logged, quick_transaction_retries
 from .control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from .epochs import EpochHistory, stamp
 from .epochs.liveness import ProducerReport
-from .epochs.log import EpochLog
+from .epochs.log import EpochLog, refuse_unread
 from .errors import (
     ConfigError,
     ProduceBlockedError,
@@ -282,13 +282,11 @@ class OrderedProducer:
         self._availability_interval = availability_interval
         self._leaders_now = threading.Event()  # a new topic: read its leaders without waiting
         self._unsubscribe = self._log.subscribe(self._on_history)
-        if not self._log.catch_up(max(session_timeout, 10.0)):
+        try:
+            refuse_unread(self._log, config["bootstrap.servers"])
+        except ConfigError:
             self.close()
-            raise ConfigError(
-                f"cannot read the epoch log {epoch_topic!r} at {config['bootstrap.servers']}: the ordo "
-                "operator creates it when it starts with this Kafka as its default (ORDO_KAFKA_BOOTSTRAP, "
-                "the chart's kafka.bootstrapServers); check that it runs, and that epoch_topic matches it"
-            )
+            raise
         if self._own is not None:
             # its transactions start on the committer thread: produce() waits for them (up to
             # block_timeout), so a producer built while the coordinator is unreachable still builds

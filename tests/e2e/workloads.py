@@ -183,11 +183,25 @@ class PodWorkload(Workload):
     def _ready(self, pods: list[Any]) -> list[Any]:
         """Each program's pod Running and its first line "ready" (what the local programs print)."""
         for pod in pods:
-            wait_for(partial(self._said_ready, pod), 180, f"{pod.name} to say ready", step=0.5)
+            try:
+                wait_for(partial(self._said_ready, pod), 180, f"{pod.name} to say ready", step=0.5)
+            except AssertionError as error:  # timed out (an ended pod's error has its log already)
+                phase = pod._phase()
+                if phase not in ("Pending", "Running"):
+                    raise
+                raise AssertionError(f"{error} (pod {phase}); its log:\n{self._log_tail(pod)}") from None
         return pods
 
     def _said_ready(self, pod: PodProcess) -> bool:
-        if pod._phase() != "Running":
+        phase = pod._phase()
+        if phase in (None, "Succeeded", "Failed"):  # it will never say it: say why at once
+            raise AssertionError(f"{pod.name} ended ({phase}) before it said ready:\n{self._log_tail(pod)}")
+        if phase != "Running":
             return False
-        log = self.cluster.core.read_namespaced_pod_log(pod.name, self.namespace)
-        return "ready" in log.split()
+        return "ready" in self._log_tail(pod).split()
+
+    def _log_tail(self, pod: PodProcess) -> str:
+        try:
+            return str(self.cluster.core.read_namespaced_pod_log(pod.name, self.namespace, tail_lines=40))
+        except kubernetes.client.ApiException as error:
+            return f"(no log: {error.reason})"

@@ -8,7 +8,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ordo.epochs import EpochHistory
 from ordo.epochs.liveness import ProducerLiveness, ProducerReport
-from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics
+from ordo.epochs.log import (
+    MISSING_TOPIC_SECONDS,
+    STARTUP_READ_SECONDS,
+    EpochLog,
+    EpochLogWriter,
+    ensure_log_topics,
+    refuse_unread,
+)
+from ordo.errors import ConfigError
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kafka.testing import wait_for
 
@@ -149,3 +157,19 @@ def test_a_history_over_kafkas_default_record_size_is_written_and_read(kafka: Ka
         assert log.history("big") == history
     finally:
         log.close()
+
+
+def test_a_client_refuses_to_start_on_an_epoch_log_that_does_not_exist_and_says_which(
+    kafka: KafkaHandle,
+) -> None:
+    """A wrong epoch topic (or no operator yet) is refused after MISSING_TOPIC_SECONDS, not after the
+    minute a slow but existing log is waited for, and the error names the topic and the server."""
+    missing = kafka.topic("no-epoch-log")
+    log = EpochLog(kafka.config(), missing)
+    began = time.monotonic()
+    try:
+        with pytest.raises(ConfigError, match=f"cannot read the epoch log '{missing}' at {kafka.bootstrap}"):
+            refuse_unread(log, kafka.bootstrap)
+    finally:
+        log.close()
+    assert MISSING_TOPIC_SECONDS <= time.monotonic() - began < STARTUP_READ_SECONDS

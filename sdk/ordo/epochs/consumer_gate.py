@@ -43,7 +43,7 @@ from ..errors import ConfigError
 from ..topic_partition import TP
 from .gate import Gate, GateKeeper
 from .history import EpochHistory
-from .log import EpochLog
+from .log import EpochLog, refuse_unread
 from .placement import Misplacement, misplacement, topic_checks
 from .progress import TopicProgress, asked, verdicts
 from .stamp import stamped_epoch
@@ -152,13 +152,11 @@ class ConsumerGate:
         self._active_seen: dict[str, int] = {}
         self._only_topic: str | None = topics[0] if len(named) == 1 else None
         self._unsubscribe = self._log.subscribe(self._on_history)
-        if not self._log.catch_up(10.0):
-            # judging records by a partial history could hand a moved key's records out of order
+        try:  # judging records by a partial history could hand a moved key's records out of order
+            refuse_unread(self._log, str(config.get("bootstrap.servers")))
+        except ConfigError:
             self.close()
-            raise ConfigError(
-                f"cannot read the epoch log {epoch_topic!r} at {config.get('bootstrap.servers')}: "
-                f"{self._log.describe()}; the ordo operator creates it"
-            )
+            raise
 
     # -- admitting fetched records -------------------------------------------------------------
 

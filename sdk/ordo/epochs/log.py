@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 from .._clients import logged
 from .._compacted import CompactedTopicReader, ensure_compacted_topics
 from ..control_topics import DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC, MAX_CONTROL_RECORD_BYTES
+from ..errors import ConfigError
 from .history import EpochError, EpochHistory
 
 __all__ = [
@@ -38,11 +39,20 @@ __all__ = [
     "StaleHistoryError",
     "ensure_log_topics",
     "read_history",
+    "refuse_unread",
     "writer_transactional_id",
 ]
 
 _log = logging.getLogger(__name__)
 _REWRITES = 3  # a refused record after ours: write ours again at most this often per write
+STARTUP_READ_SECONDS = 60.0
+"""How long a client starting waits to have read the epoch log to its end: a first fetch on a
+loaded node can take tens of seconds, and a client that starts on a partial history could place or
+deliver a moved key's records out of order."""
+_MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION)
+MISSING_TOPIC_SECONDS = 10.0
+"""How long an epoch log Kafka says does not exist is waited for (just created, its metadata still
+spreading) before the client refuses at once: a wrong name or no operator yet."""
 
 
 class StaleHistoryError(EpochError):
@@ -99,6 +109,27 @@ class EpochLog(CompactedTopicReader[EpochHistory]):
 
     def histories(self) -> dict[str, EpochHistory]:
         return self.snapshot()
+
+
+def refuse_unread(log: EpochLog, bootstrap: str, timeout: float = STARTUP_READ_SECONDS) -> None:
+    """Return once ``log`` has read the epoch log to its end; otherwise ConfigError saying why
+    (after ``timeout``, or ``MISSING_TOPIC_SECONDS`` when Kafka says the topic does not exist).
+    The caller closes what it built."""
+    started = time.monotonic()
+    while True:
+        left = timeout - (time.monotonic() - started)
+        if log.catch_up(max(0.0, min(left, 2.0))):
+            return
+        error = log.last_error
+        missing = isinstance(error, KafkaError) and error.code() in _MISSING
+        waited = time.monotonic() - started
+        if left <= 0 or (missing and waited >= MISSING_TOPIC_SECONDS):
+            raise ConfigError(
+                f"cannot read the epoch log {log.topic!r} at {bootstrap} after {waited:.0f}s "
+                f"({log.describe()}): the ordo operator creates it when it starts with this Kafka as "
+                "its default (ORDO_KAFKA_BOOTSTRAP, the chart's kafka.bootstrapServers); check that it "
+                "runs, and that the epoch topic named matches its own"
+            )
 
 
 def read_history(

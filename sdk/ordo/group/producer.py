@@ -34,7 +34,7 @@ from kubernetes.client import ApiClient
 
 from .._clients import bounded_delivery, drain, logged
 from ..control_topics import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
-from ..epochs.log import EpochLog
+from ..epochs.log import EpochLog, refuse_unread
 from ..errors import ConfigError, DeliveryError, NotOwnedError, ProducerClosedError, TransactionScopeError
 from ..member_wire import GroupSettings, MemberAssignment, checkpoint_key, transactional_id
 from ..ordered_producer import OrderedProducer
@@ -124,12 +124,11 @@ class GroupProducer:
         finally:
             drain(self._admin)
         self._epoch_log = EpochLog(self._kafka, epoch_topic)
-        if not self._epoch_log.catch_up(10):
+        try:
+            refuse_unread(self._epoch_log, self._kafka["bootstrap.servers"])
+        except ConfigError:
             self._epoch_log.close()
-            raise ConfigError(
-                f"cannot read the epoch log {epoch_topic!r}: the ordo operator creates it; "
-                "is it running against this Kafka?"
-            )
+            raise
         lock = threading.RLock()
         self._lock = threading.Condition(lock)  # the member's state; the idle watch waits on it
         # the same lock: a unit ended or the owned partitions changed (_await_idle waits on it);
