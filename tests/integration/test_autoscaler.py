@@ -115,7 +115,6 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
     epochs, registry = log_topics
     busy, quiet = kafka.create_topic(2, prefix="busy"), kafka.create_topic(2, prefix="quiet")
     floor, lagging = kafka.create_topic(2, prefix="floor"), kafka.create_topic(2, prefix="lagging")
-    _lagging_group(kafka, lagging, "billing")
     expansions = Expansions(kube.custom, kube.namespace)
     expansions.create("floor-4", f"{floor}-gone", 4)  # takes the name the autoscaler "floor" wants, and fails
     with pytest.raises(ApiException) as refused:  # the CRD's CEL rule: nothing is created
@@ -133,6 +132,7 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
         _autoscaler(kube, "second", busy)  # the younger ("busy" < "second" in a tie): decides nothing
         lag_target = {"consumerGroups": [{"name": "billing", "lagPerPartition": 10}]}
         _autoscaler(kube, "lagging", lagging, targets=lag_target)  # nothing written: lag alone
+        _lagging_group(kafka, lagging, "billing")  # while the operator starts measuring
         _autoscaler(kube, "quiet", quiet)
         _autoscaler(kube, "nowhere", f"{busy}-missing")  # bad input: a condition, an Event, nothing else
         expansions.wait_phase("floor-4", "Failed", 30)
@@ -166,9 +166,6 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
             GROUP, VERSION, kube.namespace, "orderedtopicexpansions"
         )
         kube.custom.delete_namespaced_custom_object(GROUP, VERSION, kube.namespace, PLURAL, "busy")
-        measuring = wait_for(  # the older one is gone: the younger decides
-            lambda: _ready(kube, "second", "Measuring"), 20, "second measuring", step=0.2
-        )
         # about one record per transaction per partition at 10 records/s (0.5-0.67 measured: a
         # marker per record or two, which the offsets alone would count as records); the bound
         # leaves room for a loaded machine's longer transactions (status refreshes every 5 intervals)
@@ -179,6 +176,9 @@ def test_load_above_target_grows_the_topic_in_order_and_load_below_does_not(
             step=0.2,
         )
         wait_for(lambda: producer.partitions_for(busy) == 4, 15, "the producer to use 4")
+        measuring = wait_for(  # the older one is gone: the younger decides
+            lambda: _ready(kube, "second", "Measuring"), 20, "second measuring", step=0.2
+        )
     finally:
         stop.set()
         writer.join(timeout=30)
