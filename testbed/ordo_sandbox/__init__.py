@@ -13,4 +13,9 @@ Modules: ``source`` (the SQLite table and its writer), ``member`` (the member pr
 pure core), ``report`` (verdict and report; pure), ``view`` (the live terminal view; pure),
 ``monitor`` (what the view shows, gathered from the API, Kafka and logs), ``spark`` (the pipeline
 job), ``run`` (the orchestration).
+
+``ordo sandbox --autoscale`` plays another scenario on the same pieces: OrderedProducer load
+generators (``scenario.ramp_producer``) ramp the rate while a TopicAutoscaler grows the topic by
+itself. ``ramp`` (the ramp, the autoscaler's spec, growths and their first reads; pure),
+``autoscale_report`` (its verdict and report; pure), ``autoscale`` (its orchestration).
 """
