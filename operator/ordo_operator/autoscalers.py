@@ -3,7 +3,10 @@ every ``measureIntervalSeconds`` (``ordo_operator.load``), asks ``plans.autoscal
 do, and creates the OrderedTopicExpansion it decides on, owned by the autoscaler and named after it
 and the count (``<autoscaler>-<count>``), so an operator restarted after the create does not create
 another. Bad input (a spec the model refuses, a connection that cannot be resolved, a missing
-topic, an expansion the API server refuses) is a condition and a Warning Event; nothing changes.
+topic, an expansion the API server refuses, a second autoscaler of the topic) is a condition and a
+Warning Event; nothing changes. Deleting an autoscaler releases its expansions in flight (they
+finish, no longer owned). Every choice is a pure function of ``plans``; this module reads and
+applies.
 """
 
 from __future__ import annotations
@@ -240,7 +243,7 @@ class _Driver:
         self.samples = [s for s in self.samples if s.at >= now - spec.stabilization_window_seconds - 60]
         self.samples.append(measured.load)
         entries = list(index.get(spec.topic, []))
-        busy = self._in_flight(entries, index)
+        busy = self._in_flight(spec.topic, entries, index)
         ended = [e for e in (last_end(entries), self.status.expansion_ended_at) if e is not None]
         situation = Situation(
             now, measured.partitions, self.samples, busy, _monotonic(max(ended, default=None))
@@ -267,7 +270,7 @@ class _Driver:
         self._clear("InvalidSpec", "InvalidKafkaConnection", "TopicMissing", "TopicHasAutoscaler")
         return self.meter
 
-    def _in_flight(self, entries: list[ExpansionEntry], index: _Index) -> str | None:
+    def _in_flight(self, topic: str, entries: list[ExpansionEntry], index: _Index) -> str | None:
         """The topic's expansion in flight (any owner); this autoscaler's own one that ended is
         forgotten, its end (by its own status when the index has it) kept for the cooldown."""
         assert self.status is not None
@@ -275,8 +278,7 @@ class _Driver:
         if own is not None and not self._running(own, index):
             self.status.expansion = None
             self.status.expansion_ended_at = _ended(f"{self.namespace}/{own}", entries) or datetime.now(UTC)
-        busy = next((key for key, phase, _, _ in entries if phase not in ENDED), None)
-        return busy or self.status.expansion
+        return in_flight(index, topic) or self.status.expansion
 
     def _phase(self, expansion: str) -> str | None:
         """An expansion's phase as the API server has it; None when there is no such expansion."""
