@@ -125,7 +125,8 @@ class TopicAutoscalerSpec(Model):
         default=120,
         ge=0,
         le=86_400,
-        description="No growth for this long after an expansion of the topic completed.",
+        description="No growth for this long after any expansion of the topic ended (its own end "
+        "time, from its status).",
     )
     measure_interval_seconds: float = Field(
         default=5.0, ge=0.5, le=300, description="How often the operator measures the topic's load."
@@ -188,7 +189,9 @@ class TopicAutoscalerStatus(Model):
         default=None, description="The OrderedTopicExpansion in flight that this autoscaler created."
     )
     expansion_ended_at: Timestamp | None = Field(
-        default=None, description="When its last expansion ended: the cooldown counts from here."
+        default=None,
+        description="When its last expansion ended, by that expansion's own status; the cooldown "
+        "counts from the latest end of any expansion of the topic.",
     )
     message: str = Field(default="", description="What happened last, for people.")
     conditions: list[Condition] = Field(
