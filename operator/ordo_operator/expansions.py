@@ -1,7 +1,9 @@
 """kopf handlers for OrderedTopicExpansion: a daemon per expansion drives the pure state machine.
 
 Each pass reads the world, asks ``plan_expansion`` for the next step, records the step in status,
-and only then performs its effect, so a killed operator resumes from status and the world.
+and only then performs its effect, so a killed operator resumes from status and the world. The
+publish is recorded after (``Step.record``): the pass that sees the last producer fenced reads
+the thresholds and writes the publish with no API-server call in between.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ordo.api import (
     OrderedTopicExpansionStatus,
 )
 from ordo.api.common import VERSION, set_condition
-from ordo.epochs.liveness import ProducerReport
+from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 
 from . import metrics
 from .config import OperatorConfig
@@ -170,9 +172,6 @@ def _apply(side: KafkaSide, topic: str, step: Step) -> tuple[ExpansionState, str
     state = step.state
     if step.effect in (Effect.APPEND_FENCE, Effect.ABORT_EPOCH, Effect.PUBLISH_EPOCH):
         side.write_history(next_history(step.effect, topic, side.epochs.history(topic), state))
-    elif step.effect == Effect.READ_THRESHOLDS:
-        assert state.from_partitions is not None
-        return replace(state, thresholds=side.end_offsets(topic, state.from_partitions)), None
     elif step.effect == Effect.FENCE_PRODUCERS:
         side.fence_producers(step.fence)
     elif step.effect == Effect.CREATE_PARTITIONS:
@@ -281,6 +280,11 @@ def listed_in_flight(index: kopf.Index[str, tuple[str, str, str, str]] | None, t
         except RuntimeError:  # changed during the read
             continue
     return True
+
+
+def _wait_for_report(registry: ProducerLiveness, seen: int, seconds: float) -> None:
+    """Until the registry accepted a report after its version ``seen``, or ``seconds``."""
+    registry.wait_for(lambda: registry.version != seen, seconds)
 
 
 @dataclass(frozen=True)
@@ -400,12 +404,16 @@ class _ExpansionDriver:
         with _driving_lock:
             _driving[topic] = _driving.get(topic, 0) + 1
         try:
+            registry = self.side.registry
             while not stopped:
+                # taken before the pass reads the registry: a report that arrives during the pass
+                # (the last acknowledgement) ends the wait after it at once, not after its seconds
+                seen = registry.version
                 wait = self.step(index)
                 if wait is None:
                     return
                 if wait.on_registry:
-                    self.side.registry.wait_for_change(wait.seconds)  # an acknowledgement wakes us at once
+                    _wait_for_report(registry, seen, wait.seconds)
                 else:
                     stopped.wait(wait.seconds)
         finally:
@@ -444,7 +452,8 @@ class _ExpansionDriver:
         if step.state.phase == ExpansionPhase.FENCING and self.fenced is None:
             self.fenced = now
             status.fenced_at = datetime.fromtimestamp(now, UTC)
-        if step.state.phase == ExpansionPhase.EXPANDING and self.state.phase == ExpansionPhase.FENCING:
+        fenced = step.state.phase in (ExpansionPhase.EXPANDING, ExpansionPhase.PUBLISHING)
+        if fenced and self.state.phase == ExpansionPhase.FENCING:  # every producer fenced
             status.fence_wait_seconds = round(now - (self.fenced or now), 3)
             metrics.record_fence(len(world.producers), status.fence_wait_seconds)
         if step.terminal:
@@ -452,9 +461,19 @@ class _ExpansionDriver:
             if self.fenced is not None:
                 status.paused_seconds = round(now - self.fenced, 3)
         if (step.state, step.reason) != (self.state, self.last_reason) or step.terminal:
-            self._record(step)  # recorded before the effect
+            if step.record:
+                self._record(step)  # recorded before the effect
+            elif step.reason != self.last_reason:  # the Event alone: queued, no API call waited for
+                kopf.event(self.body, type="Normal", reason=step.reason, message=step.message)
             self.last_reason = step.reason
         crash_point(f"before:{step.effect}")
+        if step.effect == Effect.PUBLISH_EPOCH and step.state.thresholds is None:
+            try:
+                step = replace(step, state=self._thresholds(step.state))
+            except Exception as error:  # Kafka unavailable, a leader gone: the next pass reads again
+                self.state = step.state
+                self._retry("read-thresholds", error)
+                return _Wait(RETRY_SECONDS)
         try:
             state, note = _apply(self.side, spec.topic, step)
         except Exception as error:  # the step was recorded: the next pass plans it again
@@ -467,14 +486,21 @@ class _ExpansionDriver:
         if step.effect == Effect.CREATE_PARTITIONS:  # Strimzi's KafkaTopic raised once they exist
             self.status = follow_created(self.body, self.resource, self.status, self.side)
         crash_point(f"after:{step.effect}")
-        if state.thresholds != step.state.thresholds:  # the thresholds read are recorded at once
-            self._record(Step(state, None, step.reason, step.message))
         if step.terminal:
             self.timer.finish(step.state.phase.value)
             return None
         if step.requeue is None:
             return _Wait(0.0)
         return _Wait(step.requeue, on_registry=step.state.phase == ExpansionPhase.FENCING)
+
+    def _thresholds(self, state: ExpansionState) -> ExpansionState:
+        """``state`` with every old partition's end offset now: valid thresholds, since every
+        producer is fenced (plans/expansion.py); not recorded before the publish, which holds them."""
+        assert state.from_partitions is not None
+        crash_point("before:read-thresholds")
+        state = replace(state, thresholds=self.side.end_offsets(self.spec.topic, state.from_partitions))
+        crash_point("after:read-thresholds")
+        return state
 
     def _record(self, step: Step, announce: bool = False) -> None:
         self.status = _record(

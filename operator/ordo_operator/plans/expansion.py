@@ -15,6 +15,15 @@ The shell reads the world (the broker's partition count, the topic's epoch histo
 registry), asks ``plan_expansion`` for the next step, records the step's phase in status and only
 then performs its effect. Every effect is idempotent and every phase re-derives what is left to
 do from the world, so an operator killed at any point resumes correctly.
+
+The publish is the exception to recording first (``Step.record``): the pass that sees every
+producer fenced reads the thresholds and publishes at once, with no status write in between, and
+the status says Completed after. Nothing about it needs remembering: once every producer
+acknowledged (or Kafka fenced it, or a silent one was waited out) only keys whose partition does
+not change are written to the old partitions (moved keys' records are parked until the publish),
+and such a record is placed right on either side of a threshold, so the end offsets read at any
+moment after that are valid thresholds. An operator killed before the publish reads them again;
+one killed after it finds the epoch active in the log, thresholds and all.
 """
 
 from __future__ import annotations
@@ -52,9 +61,9 @@ class Effect(StrEnum):
     APPEND_FENCE = "append-fence"  # write epoch e in state fencing to the epoch log
     FENCE_PRODUCERS = "fence-producers"  # InitProducerId of producers' transactional ids (Kafka fences them)
     ABORT_EPOCH = "abort-epoch"  # write epoch e as aborted: producers resume at the old count
-    READ_THRESHOLDS = "read-thresholds"  # read every old partition's end offset, record in status
     CREATE_PARTITIONS = "create-partitions"  # CreatePartitions up to the target
-    PUBLISH_EPOCH = "publish-epoch"  # write epoch e as active with thresholds and prior map
+    PUBLISH_EPOCH = "publish-epoch"  # write epoch e as active with its thresholds: those in the
+    # state (recorded by an earlier ordo), else every old partition's end offset read just before
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,9 @@ class Step:
     """Come back after this many seconds (waiting on producers or another expansion)."""
     fence: Mapping[str, str] = field(default_factory=dict)
     """FENCE_PRODUCERS: the producers to fence, by id: their transactional ids."""
+    record: bool = True
+    """Record the state in status before the effect. False for the publish: it is re-derived from
+    the status's epoch and the log, and a status write there would hold the moved keys longer."""
 
     @property
     def terminal(self) -> bool:
@@ -151,8 +163,9 @@ def plan_expansion(
         return _create_then_fence(topic, state, world)
     ours = _our_epoch(state, world.history)
     if ours is not None and ours.state == EpochState.ACTIVE:
+        published = dict(ours.thresholds) or state.thresholds  # read by the publish's pass
         return Step(
-            _at(state, ExpansionPhase.COMPLETED),
+            replace(_at(state, ExpansionPhase.COMPLETED), thresholds=published),
             None,
             "Completed",
             f"{topic} has {state.to_partitions} partitions (epoch {state.epoch})",
@@ -162,14 +175,7 @@ def plan_expansion(
     if phase == ExpansionPhase.FENCING:
         grace = min(fence_grace, fence_timeout / 2)
         return _fence(topic, fence_timeout, grace, state, world, ours is not None)
-    if phase == ExpansionPhase.EXPANDING:
-        if state.thresholds is None:
-            return Step(
-                state,
-                Effect.READ_THRESHOLDS,
-                "ReadingThresholds",
-                f"reading the end offsets of {state.from_partitions} partitions",
-            )
+    if phase == ExpansionPhase.EXPANDING:  # a direct expansion, or one fenced before partitions existed
         if (world.topic_partitions or 0) < (state.to_partitions or target):
             return Step(
                 state,
@@ -177,14 +183,13 @@ def plan_expansion(
                 "CreatingPartitions",
                 f"creating partitions {world.topic_partitions}..{(state.to_partitions or target) - 1}",
             )
-        return Step(
-            _at(state, ExpansionPhase.PUBLISHING),
-            Effect.PUBLISH_EPOCH,
-            "Publishing",
-            f"publishing epoch {state.epoch}",
-        )
+        return _publishing(state, "Publishing", f"publishing epoch {state.epoch}")
     # Publishing: the epoch is not active yet, or we would have completed above.
-    return Step(state, Effect.PUBLISH_EPOCH, "Publishing", f"publishing epoch {state.epoch}")
+    return _publishing(state, "Publishing", f"publishing epoch {state.epoch}")
+
+
+def _publishing(state: ExpansionState, reason: str, message: str) -> Step:
+    return Step(_at(state, ExpansionPhase.PUBLISHING), Effect.PUBLISH_EPOCH, reason, message, record=False)
 
 
 def _at(state: ExpansionState, phase: ExpansionPhase) -> ExpansionState:
@@ -328,13 +333,15 @@ def _fence(
         )
     if not missing and not silent:
         through = f", {len(done)} of them through Kafka" if done else ""
-        return Step(
-            _at(state, ExpansionPhase.EXPANDING),
-            Effect.READ_THRESHOLDS,
-            "Fenced",
+        fenced = (
             f"all {len(world.producers) + len(done - world.producers.keys())} producer(s) fenced after "
-            f"{world.fencing_seconds:.2f}s{through}",
+            f"{world.fencing_seconds:.2f}s{through}"
         )
+        if (world.topic_partitions or 0) < (state.to_partitions or 0):  # created before the fence, but
+            # an expansion recorded by an earlier ordo, which fenced first, may not have them yet
+            return Step(_at(state, ExpansionPhase.EXPANDING), Effect.CREATE_PARTITIONS, "Fenced", fenced)
+        # in this very pass: the thresholds read and the epoch published (module docstring)
+        return _publishing(state, "Fenced", f"{fenced}: publishing epoch {epoch}")
     if not missing and world.fencing_seconds < fence_timeout:
         # A silent producer Kafka cannot fence (fencing=lease) may still land records queued by
         # the old count: read the thresholds once nothing it queued can still be written.

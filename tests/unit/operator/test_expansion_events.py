@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, cast
 
 import kopf
 import pytest
 
 from ordo.api import ExpansionPhase, OrderedTopicExpansion, OrderedTopicExpansionStatus
+from ordo.epochs import EpochHistory
+from ordo.epochs.liveness import ProducerReport
 from ordo_operator import expansions, kube
 from ordo_operator.config import OperatorConfig
 from ordo_operator.kafka import KafkaSide
@@ -136,3 +139,62 @@ def _fencing_with_secret(
     body["metadata"]["annotations"] = annotations or {}
     body["spec"]["kafka"] = {"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-user"}}
     return cast(kopf.Body, body)
+
+
+class _Side:
+    """Kafka as the shell sees it, every call logged: the topic has its 8 partitions (created before
+    the fence), epoch 1 fences 4 -> 8 in the log, and the one producer acknowledged it."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.history = EpochHistory.initial("orders", 4).begin_fence(8)
+        self.epochs = SimpleNamespace(history=lambda _topic: self.history)
+        self.registry = SimpleNamespace(silent=lambda _topic, _epoch: {})
+
+    def live_producers(self, topic: str) -> dict[str, ProducerReport]:
+        self.calls.append("registry")
+        acked = ProducerReport(
+            producer_id="p1", topics=(topic,), fenced={topic: 1}, session_timeout_ms=10_000, reported_at_ms=0
+        )
+        return {"p1": acked}
+
+    def partition_count(self, _topic: str) -> int:
+        self.calls.append("metadata")
+        return 8
+
+    def stragglers(self, _topic: str, _epoch: int) -> dict[str, float]:
+        return {}
+
+    def end_offsets(self, _topic: str, partitions: int) -> dict[int, int]:
+        self.calls.append("thresholds")
+        return {p: 100 + p for p in range(partitions)}
+
+    def write_history(self, history: EpochHistory) -> None:
+        self.calls.append(f"epoch log: {history.current.state}")
+        self.history = history
+
+
+def test_the_pass_that_sees_the_last_acknowledgement_publishes_with_no_status_write_before(
+    events: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: nothing but Kafka between the last acknowledgement and the publish; the status
+    says Completed after, with the thresholds the epoch log holds."""
+    calls: list[str] = []
+    written: list[OrderedTopicExpansionStatus] = []
+
+    def patch(_plural: str, _namespace: str, _name: str, status: OrderedTopicExpansionStatus) -> None:
+        calls.append(f"status: {status.phase}")
+        written.append(status)
+
+    monkeypatch.setattr(expansions, "patch_status", patch)
+    driver = _driver()
+    driver.side = cast(KafkaSide, _Side(calls))
+    index = cast(kopf.Index[str, tuple[str, str, str, str]], {})
+    assert driver._step(index) == expansions._Wait(0.0)  # the fencing pass: fenced, published
+    assert calls == ["registry", "metadata", "thresholds", "epoch log: active"]
+    assert [reason for _, reason, _ in events] == ["Fenced"]
+    assert driver._step(index) is None  # the next pass finds the epoch active: Completed
+    assert calls[-1] == "status: Completed" and "status: Fencing" not in calls
+    assert written[-1].thresholds == {str(p): 100 + p for p in range(4)}
+    assert written[-1].fence_wait_seconds is not None
+    assert [reason for _, reason, _ in events] == ["Fenced", "Completed"]

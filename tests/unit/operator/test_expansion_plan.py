@@ -102,8 +102,14 @@ TABLE = [
     (
         "fencing, all acked",
         FENCING,
+        World(8, _fencing_history(), acked),
+        (P.PUBLISHING, Effect.PUBLISH_EPOCH, "Fenced"),
+    ),  # in the same pass, status written after (test_the_publish_follows_the_last_acknowledgement...)
+    (
+        "fencing, all acked, partitions missing (fenced by an earlier ordo before creating)",
+        FENCING,
         World(4, _fencing_history(), acked),
-        (P.EXPANDING, Effect.READ_THRESHOLDS, "Fenced"),
+        (P.EXPANDING, Effect.CREATE_PARTITIONS, "Fenced"),
     ),
     ("fencing, waiting", FENCING, World(4, _fencing_history(), not_acked), (P.FENCING, None, "Fencing")),
     (
@@ -137,10 +143,10 @@ TABLE = [
         (P.ABORTED, None, "FenceTimeout"),
     ),
     (
-        "expanding, no thresholds",
+        "expanding, no thresholds (direct, or an earlier ordo's)",
         EXPANDING,
-        World(4, _fencing_history(), acked),
-        (P.EXPANDING, Effect.READ_THRESHOLDS, "ReadingThresholds"),
+        World(8, _fencing_history(), acked),
+        (P.PUBLISHING, Effect.PUBLISH_EPOCH, "Publishing"),
     ),
     (
         "expanding, partitions missing",
@@ -253,20 +259,27 @@ class Sim:
     stubborn: set[str] = field(default_factory=set)
     clock: float = 0.0
     created_calls: int = 0
+    acked_ends: list[int] = field(default_factory=list)
+    """The old partitions' ends when the last producer acknowledged."""
+    writes_after_ack: int = 0
+    """Status writes between the last acknowledgement and the publish."""
 
     def world(self) -> World:
         if self.log is not None and self.log.fencing:  # cooperative producers acknowledge the fence
             for name in self.producers:
                 if name not in self.stubborn:
                     self.producers[name] = ProducerView(fenced_epoch=self.log.current.epoch)
+            if not self.stubborn:  # every one acknowledged: staying keys' records go on landing
+                self.acked_ends = self.acked_ends or list(self.ends[:4])
+                self.ends[:4] = [end + 1 for end in self.ends[:4]]
         return World(self.partitions, self.log, dict(self.producers), fencing_seconds=self.clock)
 
     def apply(self, step: Step) -> ExpansionState:
         state = step.state
+        if step.effect == Effect.PUBLISH_EPOCH and state.thresholds is None:  # the shell reads them
+            state = replace(state, thresholds=dict(enumerate(self.ends[: state.from_partitions])))
         if step.effect in (Effect.APPEND_FENCE, Effect.ABORT_EPOCH, Effect.PUBLISH_EPOCH):
             self.log = next_history(step.effect, T, self.log, state)
-        elif step.effect == Effect.READ_THRESHOLDS:
-            return replace(state, thresholds=dict(enumerate(self.ends[: state.from_partitions])))
         elif step.effect == Effect.CREATE_PARTITIONS:
             assert state.to_partitions is not None
             self.created_calls += 1
@@ -292,19 +305,23 @@ def run_operator(
     try:
         for _ in range(100):
             step = plan_expansion(T, 8, timeout, holder[0], sim.world())
-            tick()
-            holder[0] = step.state  # recorded in status before the effect
+            if step.record:
+                tick()
+                holder[0] = step.state  # recorded in status before the effect
+                published = sim.log is not None and not sim.log.fencing
+                sim.writes_after_ack += bool(sim.acked_ends) and not published
             if step.terminal and step.effect is None:
                 return holder[0]
             tick()
-            holder[0] = sim.apply(step)  # READ_THRESHOLDS records its result right after
+            applied = sim.apply(step)  # a publish is recorded by the next pass, Completed
+            holder[0] = applied if step.record else holder[0]
             sim.clock += step.requeue or 0
     except Crash:
         pass
     return holder[0]
 
 
-@pytest.mark.parametrize("crash_at", [None, *range(1, 18)])
+@pytest.mark.parametrize("crash_at", [None, *range(1, 9)])  # a run has 7 records and effects
 def test_operator_killed_at_any_point_resumes_and_completes(crash_at: int | None) -> None:
     sim = Sim()
     status = run_operator(sim, ExpansionState(), crash_at)
@@ -312,8 +329,19 @@ def test_operator_killed_at_any_point_resumes_and_completes(crash_at: int | None
     assert status.phase == P.COMPLETED
     assert sim.partitions == 8 and sim.log is not None
     assert [e.epoch for e in sim.log.epochs] == [0, 1], "exactly one epoch appended"
-    assert sim.log.active.thresholds == {0: 5, 1: 0, 2: 7, 3: 3}
+    # read after every acknowledgement (by the restarted operator, if killed before the publish)
+    thresholds = sim.log.active.thresholds
+    assert all(thresholds[p] >= end for p, end in enumerate(sim.acked_ends)), (thresholds, sim.acked_ends)
+    assert status.thresholds == thresholds, "status shows what the log published"
     assert sim.created_calls <= 2
+
+
+def test_the_publish_follows_the_last_acknowledgement_with_no_status_write_between() -> None:
+    sim = Sim()
+    status = run_operator(sim, ExpansionState(), None)
+    assert status.phase == P.COMPLETED and sim.acked_ends and sim.writes_after_ack == 0
+    step = plan_expansion(T, 8, 60, FENCING, World(8, _fencing_history(), acked))
+    assert (step.effect, step.record, step.state.thresholds) == (Effect.PUBLISH_EPOCH, False, None)
 
 
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=4))
@@ -439,7 +467,7 @@ def test_a_silent_producer_is_fenced_through_kafka_at_once_once_the_fence_is_wri
     assert step.fence == {"gone": "ordo-producer.gone"}
     assert step.state.phase == P.FENCING and step.state.fenced_through_kafka == {"gone"}
     after = plan_expansion(T, 8, 60, step.state, World(8, _fencing_history(), acked, silent=silent))
-    assert (after.state.phase, after.effect) == (P.EXPANDING, Effect.READ_THRESHOLDS), "fenced counts as done"
+    assert (after.state.phase, after.effect) == (P.PUBLISHING, Effect.PUBLISH_EPOCH), "fenced counts as done"
 
 
 def test_a_live_producer_that_does_not_acknowledge_is_fenced_through_kafka_after_the_grace() -> None:
@@ -455,7 +483,7 @@ def test_a_live_producer_that_does_not_acknowledge_is_fenced_through_kafka_after
     fenced = plan_expansion(
         T, 8, 60, due.state, World(8, _fencing_history(), live_tx_not_acked, fencing_seconds=2.5)
     )
-    assert fenced.effect == Effect.READ_THRESHOLDS
+    assert fenced.effect == Effect.PUBLISH_EPOCH
 
 
 def test_the_grace_is_at_most_half_the_fence_timeout() -> None:
