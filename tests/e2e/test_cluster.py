@@ -421,6 +421,13 @@ def _longest_ownerless(samples: list[tuple[float, dict[int, str]]], partitions: 
     return longest
 
 
+def _await_sandbox_namespace_gone(cluster: Cluster) -> None:
+    def namespaces() -> set[str]:
+        return {str(n.metadata.name) for n in cluster.core.list_namespace().items if n.metadata}
+
+    wait_for(lambda: "ordo-sandbox" not in namespaces(), 300, "the sandbox's namespace to go", step=2)
+
+
 def test_the_sandbox_runs_on_the_cluster_with_its_operator(cluster: Cluster, work: Path) -> None:
     """``ordo sandbox --kubeconfig``: the installed operator serves the sandbox's group and
     expansion; the members run here, bound to placeholder pods the kubelet runs."""
@@ -436,11 +443,46 @@ def test_the_sandbox_runs_on_the_cluster_with_its_operator(cluster: Cluster, wor
     )
     assert f"the one installed in namespace {ORDO_NAMESPACE}" in done.stdout
     JOURNAL.verdict("ordo sandbox --kubeconfig (its own verifier)", "ok")
+    _await_sandbox_namespace_gone(cluster)
 
-    def namespaces() -> set[str]:
-        return {str(n.metadata.name) for n in cluster.core.list_namespace().items if n.metadata}
 
-    wait_for(lambda: "ordo-sandbox" not in namespaces(), 300, "the sandbox's namespace to go", step=2)
+def test_the_autoscale_sandbox_grows_the_topic_by_itself_on_the_cluster(cluster: Cluster, work: Path) -> None:
+    """``ordo sandbox --autoscale --kubeconfig``: the installed operator's TopicAutoscaler grows the
+    topic 4 -> 8 -> 16 under a ramping load (tests/integration/test_sandbox_autoscale.py's sizes:
+    200 -> 1,200 records/s at 100 per partition, a 3 s window and cooldown), the GatedConsumers
+    read each growth's new partitions within 30 s of its decision, and the verifier finds nothing
+    lost, doubled or out of order."""
+    report_path = work / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ordo.cli", "sandbox", "--autoscale", "--no-spark", "--kubeconfig",
+         str(cluster.kubeconfig), "--bootstrap", cluster.bootstrap, "--topic", "orders-autoscale",
+         "--workdir", str(work / "run"), "--report", str(report_path), "--duration", "20", "--hold", "25",
+         "--rate-from", "200", "--rate-to", "1200", "--keys", "4000", "--target", "100", "--window", "3",
+         "--cooldown", "3"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert report_path.exists(), done.stdout[-4000:] + done.stderr[-2000:]
+    report = json.loads(report_path.read_text())
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert done.returncode == 0 and report["ok"], (failed, done.stdout[-4000:])
+    assert f"the one installed in namespace {ORDO_NAMESPACE}" in done.stdout
+    growths = report["growths"]
+    assert [(g["from_partitions"], g["to_partitions"]) for g in growths] == [(4, 8), (8, 16)]
+    assert report["partitions"] == [4, 16]
+    for growth in growths:
+        assert growth["completed_at"] > growth["decided_at"] > 0 and "records/s needs" in growth["reason"]
+        assert 0 < growth["to_consumers_seconds"] <= 30, growth
+    kafka, consumers = report["kafka"], report["consumers"]
+    assert kafka["records"] == report["produced"] > 10_000 and kafka["epochs"] == 3
+    assert kafka["duplicates"] == kafka["missing"] == kafka["order_violations"] == kafka["misplaced"] == 0
+    assert consumers["lost"] == consumers["order_violations"] == 0
+    delays = " and ".join(f"{g['to_consumers_seconds']} s" for g in growths)
+    JOURNAL.verdict(
+        "ordo sandbox --autoscale --kubeconfig 4 -> 8 -> 16 (its own verifier)",
+        f"{kafka['records']:,} records, {consumers['lost']} lost, {consumers['order_violations']} keys "
+        f"out of order; the consumers read each growth's new partitions {delays} after its decision",
+    )
+    _await_sandbox_namespace_gone(cluster)
 
 
 # --- 6. uninstall in the documented order ------------------------------------------------------------------
