@@ -10,7 +10,6 @@ pipeline read; the independent verifier checks Kafka's contents, the consumers' 
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import time
@@ -25,7 +24,6 @@ from ordo.api import API_GROUP
 from ordo.api.common import VERSION
 from ordo.verify import check_topic, read_epochs, read_topic
 from ordo_sandbox.autoscale_report import AutoscaleReport
-from ordo_sandbox.kafka_settings import write_settings
 from ordo_sandbox.ramp import AutoscaleSettings, Growth, Ramp, first_reads, peak_rate
 from ordo_sandbox.run import NAMESPACE, TOPIC_PARTITIONS, Options, Sandbox, _terminate
 from ordo_sandbox.scenario.verify import read_delivered, read_processed, verify
@@ -73,19 +71,7 @@ class AutoscaleSandbox(Sandbox):
 
     def run(self) -> AutoscaleReport:  # type: ignore[override]
         with ExitStack() as stack:
-            log = logging.FileHandler(self.workdir / "sandbox.log")
-            log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-            logging.getLogger().addHandler(log)
-            stack.callback(logging.getLogger().removeHandler, log)
-            stack.callback(log.close)
-            bootstrap, kubeconfig = self._environment(stack)
-            self.bootstrap = bootstrap
-            self.kafka = {**self.o.kafka_options, "bootstrap.servers": bootstrap}
-            self.kafka_file = write_settings(self.kafka, self.workdir / "kafka.json")
-            self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
-            api = self._kubernetes(kubeconfig, stack)
-            self._kafka(bootstrap, stack)
-            operator = self._operator(stack, kubeconfig, bootstrap, api)
+            api, operator, _ = self._bring_up(stack)
             self.expansions = Expansions(api["custom"], NAMESPACE)
             autoscalers = Autoscalers(api["custom"], NAMESPACE)
             autoscalers.create(self.autoscaler, self.settings.spec(self.o.topic))

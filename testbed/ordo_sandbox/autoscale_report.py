@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ordo.verify import TopicVerdict
 from ordo_sandbox.ramp import Growth
-from ordo_sandbox.report import Check, SparkOutcome
+from ordo_sandbox.report import Check, SparkOutcome, fill, seconds
 from ordo_sandbox.scenario.verify import Verdict
 
 __all__ = ["READ_BOUND", "AutoscaleReport", "autoscale_checks", "render_autoscale"]
@@ -139,10 +139,6 @@ def autoscale_checks(report: AutoscaleReport) -> list[Check]:
     return out
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} s"
-
-
 def render_autoscale(report: AutoscaleReport) -> Table:
     table = Table(
         title=f"ordo sandbox --autoscale — {report.start_rate:,.0f} → {report.end_rate:,.0f} records/s "
@@ -167,19 +163,8 @@ def render_autoscale(report: AutoscaleReport) -> Table:
             (
                 f"growth {g.from_partitions} → {g.to_partitions} decided at {g.decided_at:.1f} s"
                 + (f" (target exceeded at {g.crossed_at:.1f} s)" if g.crossed_at is not None else ""),
-                f"completed {_seconds(None if g.completed_at is None else g.completed_at - g.decided_at)} "
-                f"later; read by consumers {_seconds(g.to_consumers())}, by Spark {_seconds(g.to_spark())}",
+                f"completed {seconds(None if g.completed_at is None else g.completed_at - g.decided_at)} "
+                f"later; read by consumers {seconds(g.to_consumers())}, by Spark {seconds(g.to_spark())}",
             )
         )
-    if report.spark is not None:
-        rows.append(("Spark pipeline rows (gaps / inversions)",
-                     f"{report.spark.rows:,} ({report.spark.gaps} / {report.spark.inversions})"))  # fmt: skip
-    elif report.spark_skipped:
-        rows.append(("Spark pipeline", f"skipped: {report.spark_skipped}"))
-    for name, value in rows:
-        table.add_row(name, value)
-    table.add_section()
-    for check in autoscale_checks(report):
-        mark = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
-        table.add_row(f"{mark} {check.name}", check.detail)
-    return table
+    return fill(table, rows, report.spark, report.spark_skipped, autoscale_checks(report))

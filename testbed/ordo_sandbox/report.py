@@ -121,10 +121,6 @@ def checks(report: SandboxReport) -> list[Check]:
     return out
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} s"
-
-
 def render(report: SandboxReport) -> Table:
     table = Table(title=f"ordo sandbox — {report.duration:g} s of data, {report.members} members at start")
     table.add_column("measure")
@@ -140,24 +136,39 @@ def render(report: SandboxReport) -> Table:
          f"{kafka.order_violations} / {consumers.order_violations}"),
         ("lost records (Kafka / consumers)", f"{kafka.missing} / {consumers.lost}"),
         ("expansion 4 → 8 (fence wait)",
-         f"{_seconds(report.expansion_seconds)} ({_seconds(report.fence_wait_seconds)})"),
-        ("longest producer stall", _seconds(report.longest_stall)),
+         f"{seconds(report.expansion_seconds)} ({seconds(report.fence_wait_seconds)})"),
+        ("longest producer stall", seconds(report.longest_stall)),
     ]  # fmt: skip
     for stage in report.stages:
         if stage.step not in (Step.EXPAND, Step.STOP_WRITER):
-            value = _seconds(stage.seconds)
+            value = seconds(stage.seconds)
             if stage.pod_start is not None:
-                value += f" (its process started in {_seconds(stage.pod_start)})"
+                value += f" (its process started in {seconds(stage.pod_start)})"
             rows.append((f"rebalance: {stage.step.value}", value))
-    if report.spark is not None:
+    return fill(table, rows, report.spark, report.spark_skipped, checks(report))
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def fill(
+    table: Table,
+    rows: list[tuple[str, str]],
+    spark: SparkOutcome | None,
+    spark_skipped: str,
+    verdicts: list[Check],
+) -> Table:
+    """A report's table: its measures, the Spark pipeline's line, then every check marked."""
+    if spark is not None:
         rows.append(("Spark pipeline rows (gaps / inversions)",
-                     f"{report.spark.rows:,} ({report.spark.gaps} / {report.spark.inversions})"))  # fmt: skip
-    elif report.spark_skipped:
-        rows.append(("Spark pipeline", f"skipped: {report.spark_skipped}"))
+                     f"{spark.rows:,} ({spark.gaps} / {spark.inversions})"))  # fmt: skip
+    elif spark_skipped:
+        rows.append(("Spark pipeline", f"skipped: {spark_skipped}"))
     for name, value in rows:
         table.add_row(name, value)
     table.add_section()
-    for check in checks(report):
+    for check in verdicts:
         mark = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
         table.add_row(f"{mark} {check.name}", check.detail)
     return table

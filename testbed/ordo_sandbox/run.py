@@ -129,21 +129,7 @@ class Sandbox:
 
     def run(self) -> SandboxReport:
         with ExitStack() as stack:
-            # this process's log records (the Kafka clients' lines among them) go to the workdir,
-            # not over the live view
-            log = logging.FileHandler(self.workdir / "sandbox.log")
-            log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-            logging.getLogger().addHandler(log)
-            stack.callback(logging.getLogger().removeHandler, log)
-            stack.callback(log.close)
-            bootstrap, kubeconfig = self._environment(stack)
-            self.bootstrap = bootstrap
-            self.kafka = {**self.o.kafka_options, "bootstrap.servers": bootstrap}
-            self.kafka_file = write_settings(self.kafka, self.workdir / "kafka.json")
-            self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
-            api = self._kubernetes(kubeconfig, stack)
-            self._kafka(bootstrap, stack)
-            operator = self._operator(stack, kubeconfig, bootstrap, api)
+            api, operator, kubeconfig = self._bring_up(stack)
             from ordo_testbed.resources import Expansions, Groups
 
             self.groups = groups = Groups(api["custom"], NAMESPACE)
@@ -198,6 +184,25 @@ class Sandbox:
                 self._say(f"[yellow]could not remove {kind.plural} {NAMESPACE}/{name}: {error}[/yellow]")
 
     # --- setting up ---------------------------------------------------------------------------
+
+    def _bring_up(self, stack: ExitStack) -> tuple[dict[str, Any], str | None, Path]:
+        """What every scenario starts with: its log file, Kafka, the Kubernetes API and the
+        operator (its name when one runs apart); undone by ``stack``."""
+        # this process's log records (the Kafka clients' lines among them) go to the workdir,
+        # not over the live view
+        log = logging.FileHandler(self.workdir / "sandbox.log")
+        log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(log)
+        stack.callback(logging.getLogger().removeHandler, log)
+        stack.callback(log.close)
+        bootstrap, kubeconfig = self._environment(stack)
+        self.bootstrap = bootstrap
+        self.kafka = {**self.o.kafka_options, "bootstrap.servers": bootstrap}
+        self.kafka_file = write_settings(self.kafka, self.workdir / "kafka.json")
+        self._say(f"Kafka at {bootstrap}, Kubernetes API from {kubeconfig}; logs in {self.workdir}")
+        api = self._kubernetes(kubeconfig, stack)
+        self._kafka(bootstrap, stack)
+        return api, self._operator(stack, kubeconfig, bootstrap, api), kubeconfig
 
     def _environment(self, stack: ExitStack) -> tuple[str, Path]:
         if self.o.kubeconfig is not None:
