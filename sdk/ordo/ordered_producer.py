@@ -731,18 +731,20 @@ class OrderedProducer:
             for state in self._topics.values():
                 state.parked.clear()
                 state.parked_at.clear()
-        if not lost:
-            return
-        error = KafkaError(
-            KafkaError._PURGE_QUEUE, "the producer closed while this record waited for a fence to end"
-        )
+        if lost:
+            self._fail_at_close(lost, "waited for a fence to end", "their fence did not end", timeout)
+
+    def _fail_at_close(self, lost: list[Any], waited: str, why: str, timeout: float) -> None:
+        """Records ``close()`` could not write: each delivery callback hears it, and the log says it."""
+        error = KafkaError(KafkaError._PURGE_QUEUE, f"the producer closed while this record {waited}")
         silent = fail_all(lost, error)
         _log.error(
-            "producer %s: closed with %d record(s) of moved keys not written (%d without a delivery "
-            "callback): their fence did not end within %gs",
+            "producer %s: closed with %d record(s) not written (%d without a delivery callback): %s "
+            "within %gs",
             self.producer_id,
             len(lost),
             silent,
+            why,
             timeout,
         )
 
@@ -1390,17 +1392,8 @@ class OrderedProducer:
             return
         with self._gate:
             lost = own.give_up()
-        error = KafkaError(
-            KafkaError._PURGE_QUEUE, "the producer closed before this record's transaction committed"
-        )
-        silent = fail_all(lost, error)
-        _log.error(
-            "producer %s: closed with %d record(s) not written (%d without a delivery callback): "
-            "their transaction could not commit within %gs",
-            self.producer_id,
-            len(lost),
-            silent,
-            timeout,
+        self._fail_at_close(
+            lost, "waited for its transaction to commit", "their transaction could not commit", timeout
         )
         with contextlib.suppress(KafkaException):
             self._producer.abort_transaction(min(timeout, 5.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -67,13 +68,30 @@ def end_offsets(
         probe.close()
 
 
+def _stable_ends(bootstrap: str, topic: str, partitions: int, settle: float = 5.0) -> dict[int, int]:
+    """Each partition's last stable offset, once it reaches the end offset read first: a commit
+    returns before the coordinator's markers reach the partitions, and until they do the last
+    stable offset still stops at the transaction's first record. A transaction that stays open
+    longer than ``settle`` (a stalled producer's) leaves it where it is."""
+    high = end_offsets(bootstrap, topic, partitions)
+    stable: dict[int, int] = {}
+
+    def caught_up() -> bool:
+        stable.update(end_offsets(bootstrap, topic, partitions, isolation="read_committed"))
+        return all(stable[p] >= high[p] for p in stable)
+
+    with contextlib.suppress(AssertionError):
+        wait_for(caught_up, settle, "the last stable offsets to reach the ends", step=0.05)
+    return stable
+
+
 def records_per_partition(
     bootstrap: str, topic: str, partitions: int, timeout: float = 20.0
 ) -> dict[int, int]:
     """How many committed records each of partitions 0..n-1 of ``topic`` holds, read to their
     last stable offset (read_committed): offsets count transaction markers and aborted records
     too, which an OrderedProducer's own transactions leave in every partition they write."""
-    ends = end_offsets(bootstrap, topic, partitions, isolation="read_committed")
+    ends = _stable_ends(bootstrap, topic, partitions)
     counts = dict.fromkeys(range(partitions), 0)
     wanted = {p for p, end in ends.items() if end > 0}
     if not wanted:
