@@ -1,3 +1,6 @@
+# OrderedProducer is over 450 lines on purpose for now: fence and lease are pure in ordo.fence and
+# the journal in ordo.own_transactions; the reporter, route table, transaction scope and committer
+# still share its two locks, and splitting them by job is issue 46.
 """OrderedProducer: a confluent-kafka Producer that partitions by the topic's epoch (KIP-253).
 
 It picks each record's partition from the partition count of the topic's active epoch in the

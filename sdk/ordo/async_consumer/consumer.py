@@ -1,3 +1,5 @@
+# AsyncConsumer is over 450 lines on purpose for now: its scheduler, commits, handoff and
+# revocations are modules of their own; the pure flow of ownership and pacing is issue 46.
 """AsyncConsumer: KIP-983's consumer API over confluent-kafka (docs/async_consumer.md).
 
 confluent-kafka runs rebalance callbacks inside ``consume()`` and completes a revocation when the

@@ -1,3 +1,5 @@
+# ConsumerGate is over 450 lines on purpose for now: the decisions are in gate, placement and
+# progress; this holds the state both consumers share under one lock, split further by issue 46.
 """A consumer's ordering gate (KIP-253; docs/architecture.md, "The gate"), shared by GatedConsumer
 and AsyncConsumer: which fetched records may be handed out now, the records held back meanwhile,
 and when those may go.

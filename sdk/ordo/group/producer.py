@@ -1,3 +1,5 @@
+# GroupProducer is over 450 lines on purpose for now: its plan, checkpoints, lapse and idle rules
+# are pure modules beside it; what is left is the member loop around one lock.
 """GroupProducer: one member of a ProducerGroup (KIP-509).
 
 The operator assigns source partitions to member pods; this class follows the assignment, tells
