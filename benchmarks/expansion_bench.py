@@ -180,6 +180,10 @@ def _keys_through_fences(bootstrap: str, kubeconfig: Path, workdir: Path) -> dic
     stop = threading.Event()
     published: dict[str, float] = {}  # topic -> wall time a reader of the epoch log saw its epoch 1
     log = EpochLog({"bootstrap.servers": bootstrap})
+    # the operator records the new topics' epoch 0 as it starts (36 writes): the rounds measure
+    # expansions, not that start, so they begin once it is done
+    if not log.wait_for(lambda: all(log.history(t) is not None for t in every), 120):
+        raise TimeoutError("the operator did not record the benchmark's topics within 120 s")
 
     def seen(history: EpochHistory) -> None:
         if history.active.epoch == 1:

@@ -12,7 +12,13 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ordo.epochs import EpochHistory
 from ordo.epochs.liveness import ProducerLiveness, ProducerReport
-from ordo.epochs.log import EpochLog, EpochLogWriter, ensure_log_topics, writer_transactional_id
+from ordo.epochs.log import (
+    EpochLog,
+    EpochLogWriter,
+    StaleHistoryError,
+    ensure_log_topics,
+    writer_transactional_id,
+)
 from ordo.topics import await_served, end_offsets, relearn_leaders
 
 from .config import OperatorConfig
@@ -110,22 +116,25 @@ class KafkaSide:
             self._write(history)
 
     def record_first(self, history: EpochHistory) -> bool:
-        """Write a topic's first history unless the log has one by now (an expansion's fence, read
-        back under the same lock); whether it was written."""
+        """Write a topic's first history unless the log has one by now (an expansion's fence):
+        the writer reads the log to its end under the same lock and never writes over another
+        history. Whether it was written. Not ``catch_up``: a reader passes the commit marker
+        that ends the log only at its next empty poll, 100 ms a topic, held against the
+        publishes waiting for this lock."""
         with self._writing:
-            if not self.epochs.catch_up(self.timeout):
-                raise TimeoutError(f"the epoch log is not read to its end: {self.epochs.describe()}")
-            if self.epochs.history(history.topic) is not None:
+            try:
+                return self._write(history)
+            except StaleHistoryError:  # the log holds another history of the topic
                 return False
-            self._write(history)
-            return True
 
-    def _write(self, history: EpochHistory) -> None:
-        if self.writer.write_checked(history, self.epochs, self.timeout):
+    def _write(self, history: EpochHistory) -> bool:
+        wrote = self.writer.write_checked(history, self.epochs, self.timeout)
+        if wrote:
             latest = history.current
             _log.info(
                 "epoch log: wrote %s's history (epoch %d %s)", history.topic, latest.epoch, latest.state
             )
+        return wrote
 
     def partition_counts(self) -> dict[str, int]:
         """Every topic's partition count, from one metadata request."""

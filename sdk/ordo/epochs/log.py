@@ -169,8 +169,10 @@ class EpochLogWriter:
         self.transactional_id = transactional_id
         # JSON of offsets compresses several times over: a long history stays far below the
         # topic's record limit (and below 1 MB on a log topic created with Kafka's default)
+        # linger 0: each write is one record waited for (a fence's publish waits on it)
         config = {
             **kafka_config,
+            "linger.ms": 0,
             "enable.idempotence": True,
             "acks": "all",
             "compression.type": "zstd",
