@@ -1,25 +1,25 @@
 """Expansion costs, measured on the testbed with the real operator:
 
 - producer stall per expansion (first blocked produce -> first produce at the new count), p50/p99,
-  with the whole fence as before issue 43 (every record of the topic waits: ``_WholeFence``; with
-  the staying-keys rule no produce() waits for a fence, so the row keeps measuring the fence's
-  length as a producer sees it)
-  over 20 expansions, STEADY seconds apart, with 4 producers at RATE records/s each throughout,
-  each keeping at most QUEUED records not yet acknowledged. A fence waits until what each
-  producer sent is written, since the thresholds must cover it, so the stall grows with the
-  backlog the broker has: at 4 x 10,000 records/s this 2-core machine (broker, API server,
-  operator and producers on it) fell behind, the queues stayed full, and the fence's flush alone
-  took 0.4-1.0 s. The rate here is one the broker keeps up with, so the figure is the protocol's;
+  with the whole fence as before issue 43 (every record of the topic waits:
+  ``_keys_producer.WholeFence``; with the staying-keys rule no produce() waits for a fence, so
+  the row keeps measuring the fence's length as a producer sees it) over 20 expansions, STEADY
+  seconds apart, with 4 producers at RATE records/s each throughout, each keeping at most QUEUED
+  records not yet acknowledged. A fence waits until what each producer sent is written, since the
+  thresholds must cover it, so the stall grows with the backlog the broker has: at 4 x 10,000
+  records/s this 2-core machine (broker, API server, operator and producers on it) fell behind,
+  the queues stayed full, and the fence's flush alone took 0.4-1.0 s. The rate here is one the
+  broker keeps up with, so the figure is the protocol's;
 - gate opening latency (prior partition committed past its threshold -> gated partition delivering);
 - keys that stay are never stalled (issue 43): three topics written side by side, each by
-  KEYS_PRODUCERS producers at KEYS_RATE records/s (every record with a delivery callback: with
-  ordo's own transactions it runs once the record is committed), KEYS_ROUNDS rounds each on new
-  topics of 4 partitions grown to 8: one never grown (the baseline), one grown with the rule
-  (staying keys written through the fence, moved keys parked), one grown with the whole fence as
-  before (every record of the topic waits). Per round both expansions are created at once.
-  Staying keys' produce-to-delivery latency inside the expansions' windows against the baseline's
-  same keys in the same windows; moved keys' parked time; the whole fence's stall per blocked
-  produce().
+  KEYS_PRODUCERS producers at KEYS_RATE records/s, each producer in a process of its own (every
+  record with a delivery callback: with ordo's own transactions it runs once the record is
+  committed), KEYS_ROUNDS rounds each on new topics of 4 partitions grown to 8: one never grown
+  (the baseline), one grown with the rule (staying keys written through the fence, moved keys
+  parked), one grown with the whole fence as before (every record of the topic waits). Per round
+  both expansions are created at once. Staying keys' produce-to-delivery latency inside the
+  expansions' windows against the baseline's same keys in the same windows; moved keys' parked
+  time; the whole fence's stall per blocked produce().
 
 GatedConsumer's throughput is ``gated_consumer_bench``.
 """
@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import multiprocessing
 import statistics
 import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,8 @@ from ordo.partitioners import murmur2_partition
 from ordo_testbed.operator import OperatorProcess
 from ordo_testbed.resources import Expansions
 
+from . import _keys_producer
+from ._keys_producer import Sample, WholeFence
 from ._plot import HERE, timeline_png
 from ._result import Result
 from ._testbed import full_testbed
@@ -65,19 +69,6 @@ KEYS_RATE = 500  # records/s per producer
 KEYS = 1_000
 
 
-class _WholeFence(OrderedProducer):
-    """The fence before issue 43: every record of a fenced topic waits (its produce() blocks)."""
-
-    def _fenced(self, state: Any, key: bytes | None, partition: int | None, resending: bool) -> int:
-        return 0  # wait
-
-    def _route(self, topic: str, state: Any) -> None:
-        if state.fence.blocked:
-            self._routes.pop(topic, None)
-            return
-        super()._route(topic, state)
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -93,7 +84,7 @@ def _stalls(bootstrap: str, kubeconfig: Path, workdir: Path) -> list[float]:
     operator = OperatorProcess(kubeconfig, bootstrap, namespaces=["bench"], log_path=workdir / "operator.log")
     operator.start()
     config = {"bootstrap.servers": bootstrap, "linger.ms": 2, "queue.buffering.max.messages": QUEUED}
-    producers = [_WholeFence(config, session_timeout=3.0) for _ in range(PRODUCERS)]
+    producers = [WholeFence(config, session_timeout=3.0) for _ in range(PRODUCERS)]
     stop = threading.Event()
     produced = [0] * PRODUCERS
     samples: list[tuple[float, int]] = []  # (monotonic time, records produced so far)
@@ -145,11 +136,9 @@ def _stalls(bootstrap: str, kubeconfig: Path, workdir: Path) -> list[float]:
     return stalls
 
 
-Sample = tuple[float, float, bytes]  # (produced at, seconds to delivery, key)
-
-
 def _keys_through_fences(bootstrap: str, kubeconfig: Path, workdir: Path) -> dict[str, Any]:
-    """The three variants side by side (module docstring); their samples and the windows."""
+    """The three variants side by side (module docstring); their samples and the windows. Each
+    producer runs in a process of its own (``_keys_producer``), as in a pod of its own."""
     api: Any = kubernetes.config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
     core: Any = kubernetes.client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": "bench-keys"}})
@@ -159,31 +148,22 @@ def _keys_through_fences(bootstrap: str, kubeconfig: Path, workdir: Path) -> dic
     )
     operator.start()
     variants = ("steady", "rule", "whole")
-    current = {v: f"keys-{v}-0" for v in variants}
     every = [f"keys-{v}-{step}" for step in range(KEYS_ROUNDS) for v in variants]
     for done in admin.create_topics([NewTopic(t, 4) for t in every]).values():
         done.result(10)
-    config = {"bootstrap.servers": bootstrap, "linger.ms": 2}
-    made = {
-        v: [
-            (_WholeFence if v == "whole" else OrderedProducer)(config, session_timeout=3.0)
-            for _ in range(KEYS_PRODUCERS)
-        ]
-        for v in variants
-    }
-    for v in variants:  # every topic reported first: a producer's first record of a topic waits for that
-        for p in made[v]:
-            for step in range(KEYS_ROUNDS):
-                p.partitions_for(f"keys-{v}-{step}")
-            p.stalls.clear()
-    samples: dict[str, list[Sample]] = {v: [] for v in variants}
-    stop = threading.Event()
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process holding Kafka clients
+    children: dict[str, list[tuple[Any, Connection]]] = {v: [] for v in variants}
+    for v in variants:
+        for _ in range(KEYS_PRODUCERS):
+            ours, theirs = spawn.Pipe()
+            topics = [f"keys-{v}-{step}" for step in range(KEYS_ROUNDS)]
+            process = spawn.Process(
+                target=_keys_producer.run, args=(theirs, bootstrap, v == "whole", topics, KEYS_RATE, KEYS)
+            )
+            process.start()
+            children[v].append((process, ours))
     published: dict[str, float] = {}  # topic -> wall time a reader of the epoch log saw its epoch 1
     log = EpochLog({"bootstrap.servers": bootstrap})
-    # the operator records the new topics' epoch 0 as it starts (36 writes): the rounds measure
-    # expansions, not that start, so they begin once it is done
-    if not log.wait_for(lambda: all(log.history(t) is not None for t in every), 120):
-        raise TimeoutError("the operator did not record the benchmark's topics within 120 s")
 
     def seen(history: EpochHistory) -> None:
         if history.active.epoch == 1:
@@ -191,53 +171,44 @@ def _keys_through_fences(bootstrap: str, kubeconfig: Path, workdir: Path) -> dic
 
     unsubscribe = log.subscribe(seen)
 
-    def produce(variant: str, producer: OrderedProducer) -> None:
-        """Records due on a fixed schedule (an application fed by a source): a record's latency
-        counts from when it was due, so a produce() held by a fence delays the records after it
-        too, as it would the application's."""
-        into = samples[variant]
-        begun = time.monotonic()
-        i = 0
-        while not stop.is_set():
-            key = f"k{i % KEYS}".encode()
-            due = begun + i / KEYS_RATE
+    def tell(variant: str, topic: str | None) -> None:
+        for _process, connection in children[variant]:
+            connection.send(topic)
 
-            def delivered(error: Any, _message: Any, due: float = due, key: bytes = key) -> None:
-                if error is None:
-                    into.append((due, time.monotonic() - due, key))
-
-            ahead = due - time.monotonic()
-            if ahead > 0:
-                time.sleep(ahead)  # the schedule's pace, not synchronisation
-            producer.produce(current[variant], b"x" * 100, key=key, on_delivery=delivered)
-            i += 1
-            if i % 10 == 0:
-                producer.poll(0)
-
-    threads = [threading.Thread(target=produce, args=(v, p)) for v in variants for p in made[v]]
-    for t in threads:
-        t.start()
+    for v in variants:
+        for _process, connection in children[v]:
+            if not connection.poll(120) or connection.recv() != "ready":
+                raise TimeoutError(f"a {v} producer did not start within 120 s")
+    # the operator records the topics' epoch 0 as their producers report them (36 writes): the
+    # rounds measure expansions, not that, so they begin once it is done
+    if not log.wait_for(lambda: all(log.history(t) is not None for t in every), 120):
+        raise TimeoutError("the operator did not record the benchmark's topics within 120 s")
+    stop = threading.Event()
     expansions = Expansions(kubernetes.client.CustomObjectsApi(api), "bench-keys")
     windows: list[tuple[float, float]] = []
+    found: dict[str, list[Any]] = {v: [] for v in variants}
     try:
         for step in range(KEYS_ROUNDS):
-            current.update({v: f"keys-{v}-{step}" for v in variants})
+            for v in variants:
+                tell(v, f"keys-{v}-{step}")
             stop.wait(STEADY)  # steady producing (on the new topics) first, not synchronisation
             created = time.monotonic()
             for v in ("rule", "whole"):
-                expansions.create(f"{v}-{step}", current[v], 8)
+                expansions.create(f"{v}-{step}", f"keys-{v}-{step}", 8)
             for v in ("rule", "whole"):
                 expansions.wait_phase(f"{v}-{step}", "Completed", 60)
             windows.append((created, time.monotonic()))
             print(f"  keys round {step + 1}/{KEYS_ROUNDS} done", flush=True)
         stop.wait(STEADY)  # what was parked or held at the last one is delivered too
     finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-        for producers in made.values():
-            for p in producers:
-                p.close()
+        for v in variants:
+            tell(v, None)
+            for process, connection in children[v]:
+                if connection.poll(60):
+                    found[v].append(connection.recv())
+                process.join(30)
+                if process.is_alive():
+                    process.kill()
         operator.stop()
         api.close()
         unsubscribe()
@@ -246,11 +217,11 @@ def _keys_through_fences(bootstrap: str, kubeconfig: Path, workdir: Path) -> dic
         "breakdown": _fence_breakdown(
             bootstrap, [f"keys-rule-{step}" for step in range(len(windows))], published
         ),
-        "samples": samples,
+        "samples": {v: [s for samples, _, _ in found[v] for s in samples] for v in variants},
         "windows": windows,
-        "parks": [held for p in made["rule"] for _topic, held in p.parks],
-        "rule_stalls": [held for p in made["rule"] for _topic, held in p.stalls],
-        "whole_stalls": [held for p in made["whole"] for _topic, held in p.stalls],
+        "parks": [held for _, parks, _ in found["rule"] for _topic, held in parks],
+        "rule_stalls": [held for _, _, stalls in found["rule"] for _topic, held in stalls],
+        "whole_stalls": [held for _, _, stalls in found["whole"] for _topic, held in stalls],
     }
 
 
