@@ -16,7 +16,6 @@ import time
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -29,32 +28,10 @@ from ordo_sandbox.run import NAMESPACE, TOPIC_PARTITIONS, Options, Sandbox, _ter
 from ordo_sandbox.scenario.verify import read_delivered, read_processed, verify
 from ordo_sandbox.stages import resource_prefix
 from ordo_testbed.records import RECORDS
-from ordo_testbed.resources import Expansions
+from ordo_testbed.resources import Autoscalers, Expansions
 from ordo_testbed.waiting import wait_for
 
-__all__ = ["AutoscaleSandbox", "Autoscalers"]
-
-
-class Autoscalers:
-    """TopicAutoscalers in one namespace."""
-
-    plural = "topicautoscalers"
-
-    def __init__(self, custom_api: Any, namespace: str) -> None:
-        self.api, self.namespace = custom_api, namespace
-
-    def create(self, name: str, spec: dict[str, Any]) -> None:
-        body = {"apiVersion": f"{API_GROUP}/{VERSION}", "kind": "TopicAutoscaler",
-                "metadata": {"name": name}, "spec": spec}  # fmt: skip
-        self.api.create_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, body)
-
-    def get(self, name: str) -> dict[str, Any]:
-        return dict(
-            self.api.get_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
-        )
-
-    def delete(self, name: str) -> None:
-        self.api.delete_namespaced_custom_object(API_GROUP, VERSION, self.namespace, self.plural, name)
+__all__ = ["AutoscaleSandbox"]
 
 
 class AutoscaleSandbox(Sandbox):

@@ -10,7 +10,7 @@ from ordo.api import API_GROUP
 from ordo.api.common import VERSION
 from ordo_testbed.waiting import wait_for
 
-__all__ = ["Expansions", "Groups", "group_member_argv"]
+__all__ = ["Autoscalers", "Expansions", "Groups", "group_member_argv"]
 
 
 class _Resources:
@@ -74,6 +74,15 @@ class Expansions(_Resources):
         found = wait_for(reached, timeout, f"{name} to reach {phase}")
         assert found is not None
         return found
+
+
+class Autoscalers(_Resources):
+    """TopicAutoscalers in one namespace."""
+
+    kind, plural = "TopicAutoscaler", "topicautoscalers"
+
+    def create(self, name: str, spec: dict[str, Any]) -> None:
+        self._create(name, spec)
 
 
 def group_member_argv(

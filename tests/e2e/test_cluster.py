@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ordo.member_wire import GROUP_LABEL
 from ordo_sandbox.scenario.sources import SourceVerdict, verify_sources
 from ordo_testbed.kafka.testing import await_records
-from ordo_testbed.resources import Expansions, Groups
+from ordo_testbed.resources import Autoscalers, Expansions, Groups
 from ordo_testbed.waiting import wait_for
 
 from .cluster import (
@@ -223,9 +223,13 @@ def work() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(
+def test_expansions_applied_with_kubectl_then_an_autoscaler_under_producer_and_consumer_pods(
     cluster: Cluster, work: Path
 ) -> None:
+    """Producer and GatedConsumer pods on the kubelet throughout: two expansions applied with
+    kubectl (3 -> 4 -> 6), then a TopicAutoscaler applied with kubectl grows the topic by itself
+    (6 -> 12: 150 records/s is 25 a partition against a target of 10, and 12 is its maximum); the
+    workload's verifier finds nothing lost and no key out of order."""
     topic = _create_topic(cluster, "orders-e2e", 3)
     workload = PodWorkload(cluster, APP_NAMESPACE, topic, work, producers=3, consumers=3, keys=600, rate=50)
     expansions = Expansions(cluster.custom, APP_NAMESPACE)
@@ -244,16 +248,47 @@ def test_expansion_applied_with_kubectl_under_producer_and_consumer_pods(
             expansions.wait_phase(name, "Completed", 300)
             assert expansions.get(name)["metadata"]["finalizers"] == ["ordo.dev/finalizer"]
             await_records(cluster.bootstrap, topic, partitions, 1500, timeout=300)
+        grown = _autoscale(cluster, topic)
+        await_records(cluster.bootstrap, topic, 12, 1500, timeout=300)
         workload.finish_producing(300)
     finally:
         verdict = workload.stop()
+        cluster.kubectl(
+            "delete", "topicautoscaler", f"{topic}-auto", "-n", APP_NAMESPACE, "--ignore-not-found"
+        )
+    JOURNAL.verdict(f"TopicAutoscaler {topic} under pods (its decision)", grown)
     JOURNAL.verdict(
-        f"OrderedTopicExpansion {topic} 3 -> 4 -> 6 (workload verifier)",
+        f"OrderedTopicExpansion {topic} 3 -> 4 -> 6, then its TopicAutoscaler 6 -> 12 (workload verifier)",
         f"{verdict.delivered} delivered, {verdict.processed} processed, {verdict.lost} lost, "
         f"{verdict.order_violations} keys out of order",
     )
     assert verdict.order_violations == 0, verdict.examples
     assert verdict.lost == 0 and verdict.processed >= verdict.delivered >= 4500
+
+
+def _autoscale(cluster: Cluster, topic: str) -> str:
+    """Apply a TopicAutoscaler of ``topic`` (6 partitions, written at 150 records/s) with kubectl and
+    wait until the expansion it creates took the topic to its maximum, 12; its decision's reason."""
+    name = f"{topic}-auto"
+    manifest = {
+        "apiVersion": "ordo.dev/v1alpha1",
+        "kind": "TopicAutoscaler",
+        "metadata": {"name": name, "namespace": APP_NAMESPACE},
+        "spec": {
+            "topic": topic, "maxPartitions": 12, "targets": {"recordsPerSecondPerPartition": 10},
+            "stabilizationWindowSeconds": 2, "cooldownSeconds": 2, "measureIntervalSeconds": 1,
+        },
+    }  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+    autoscalers = Autoscalers(cluster.custom, APP_NAMESPACE)
+    decision = wait_for(
+        lambda: dict(autoscalers.status(name).get("lastDecision") or {}), 300, f"{name} to decide", step=1
+    )
+    assert (decision["fromPartitions"], decision["toPartitions"]) == (6, 12), decision
+    expansion = Expansions(cluster.custom, APP_NAMESPACE).wait_phase(decision["expansion"], "Completed", 300)
+    assert (expansion["fromPartitions"], expansion["toPartitions"]) == (6, 12), expansion
+    return str(decision["reason"])
 
 
 # --- 4. the operator's memory with 1,000 unrelated pods ---------------------------------------------------
