@@ -39,6 +39,7 @@ from .epochs.consumer_gate import (
     spans,
 )
 from .epochs.log import EpochLog
+from .epochs.processed import MARKER_CHECK_INTERVAL, advances, passed
 from .errors import ConfigError, MisplacedRecordError, OffsetStoreError
 from .kafka_group_protocol import group_protocol
 from .topic_partition import TP
@@ -46,7 +47,6 @@ from .topic_partition import TP
 __all__ = ["UNKNOWN_PARTITION_GRACE", "GatedConsumer"]
 
 _log = logging.getLogger(__name__)
-_SKIP_CHECK_INTERVAL = 0.1  # seconds between looks for offsets passed without a record
 
 
 class GatedConsumer:
@@ -400,23 +400,22 @@ class GatedConsumer:
         return offsets
 
     def _mark_processed(self, offsets: list[TopicPartition]) -> None:
-        processed = self._processed
-        advanced = []
-        for tp in offsets:
-            key = (tp.topic, tp.partition)
-            before = processed.get(key, -1)
-            if tp.offset > before:
-                processed[key] = tp.offset
-                advanced.append((key, before, tp.offset))
+        advanced = self._advance(((tp.topic, tp.partition), tp.offset) for tp in offsets)
         if advanced:
             self._progressed(advanced)
+
+    def _advance(self, offsets: Iterable[tuple[TP, int]]) -> list[tuple[TP, int, int]]:
+        """Processed offsets moved forward (ordo.epochs.processed): (partition, from, to)."""
+        advanced = advances(self._processed, offsets)
+        self._processed.update((tp, to) for tp, _, to in advanced)
+        return advanced
 
     def _store_processed(self) -> None:
         if self._pending_store:
             self._store_handed_out()
         now = time.monotonic()
         if now >= self._next_skip_check:
-            self._next_skip_check = now + _SKIP_CHECK_INTERVAL
+            self._next_skip_check = now + MARKER_CHECK_INTERVAL
             self._store_skipped()
 
     def _progressed(self, advanced: list[tuple[TP, int, int]]) -> None:
@@ -433,10 +432,8 @@ class GatedConsumer:
 
     def _store_skipped(self) -> None:
         """Count as processed what the consumer passed without handing out: the transaction
-        markers (and aborted records) after a partition's last record. A threshold is an end
-        offset, and a transactional producer's last record is followed by its commit marker,
-        so a gate waiting for that partition would otherwise never open (two partitions waiting
-        for each other after a 2 -> 3 expansion: the chaos soak's stalled consumers)."""
+        markers (and aborted records) after a partition's last record (why:
+        ordo.epochs.processed)."""
         # Everything below a partition's first record not yet handed out (held behind a gate,
         # or admitted and waiting in _ready) was processed or skipped; without one, everything
         # below the consumer's position was.
@@ -451,18 +448,10 @@ class GatedConsumer:
             positions = self._consumer.position(self._consumer.assignment())
         except KafkaException:
             return  # not now (e.g. mid-rebalance); the next check catches up
-        processed = self._processed
-        skipped = []
-        advanced = []
-        for tp in positions:
-            key = (tp.topic, tp.partition)
-            done = min(tp.offset, waiting.get(key, tp.offset))
-            before = processed.get(key, -1)
-            if done > before and done >= 0:
-                processed[key] = done
-                skipped.append(TopicPartition(tp.topic, tp.partition, done))
-                advanced.append((key, before, done))
-        if skipped:
+        done = passed((((tp.topic, tp.partition), tp.offset) for tp in positions), waiting)
+        advanced = self._advance(done.items())
+        if advanced:
+            skipped = [TopicPartition(topic, partition, to) for (topic, partition), _, to in advanced]
             if self._trace:
                 _log.debug("store passed %s", {(t.topic, t.partition): t.offset for t in skipped})
             self._consumer.store_offsets(offsets=skipped)

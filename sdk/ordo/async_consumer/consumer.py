@@ -46,6 +46,7 @@ from ..epochs.consumer_gate import (
 )
 from ..epochs.log import EpochLog
 from ..epochs.placement import Misplacement
+from ..epochs.processed import MARKER_CHECK_INTERVAL, advances, passed
 from ..errors import ConfigError, ConsumerClosedError, MisplacedRecordError
 from ..kafka_group_protocol import with_classic_defaults
 from ..topic_partition import TP
@@ -66,8 +67,6 @@ to three quarters, before every partition is paused: a pause drops librdkafka's 
 and its resume waits out the fetch long-poll in flight, so a consumer that keeps up never pays it."""
 HOLD_STEP = 0.005
 """Seconds between the fetcher's looks at a full buffer it holds."""
-SKIP_CHECK_INTERVAL = 0.1
-"""Gated: seconds between the fetcher's looks for offsets passed without a record (markers)."""
 Listener = Callable[[frozenset[TP]], None]
 """A rebalance callback: ``on_assign``, ``on_revoke`` or ``on_lost``, given the partitions."""
 
@@ -630,12 +629,8 @@ class AsyncConsumer:
         """This consumer's completed offsets moved: one past a threshold is committed soon (a
         gate of another member may wait for it) and may open a held gate here."""
         assert self._gate is not None
-        advanced = []
-        for tp, position in positions.items():
-            before = self._completed.get(tp, -1)
-            if position is not None and position > before:
-                self._completed[tp] = position
-                advanced.append((tp, before, position))
+        advanced = advances(self._completed, positions.items())
+        self._completed.update((tp, to) for tp, _, to in advanced)
         if advanced and self._gate.progressed(advanced):
             self._policy.urge()
             if self._poll_waiting:
@@ -725,13 +720,11 @@ class AsyncConsumer:
     def _pass_markers(self, consumer: Consumer) -> None:
         """Gated: count as completed the offsets the fetch passed without a record (transaction
         markers, aborted records) in partitions whose every record is done, up to the first
-        record held at a gate. A threshold is an end offset, and a transactional producer's last
-        record is followed by its commit marker: two partitions gated on each other after a
-        2 -> 3 expansion would otherwise wait for each other forever."""
+        record held at a gate (why: ordo.epochs.processed)."""
         now = time.monotonic()
         if now < self._next_skip_check:
             return
-        self._next_skip_check = now + SKIP_CHECK_INTERVAL
+        self._next_skip_check = now + MARKER_CHECK_INTERVAL
         with self._lock:
             owned = [TopicPartition(*tp) for tp, state in self._owned.items() if not state.revoking]
         if not owned:
@@ -744,18 +737,20 @@ class AsyncConsumer:
         with self._lock:
             self._absorb()  # what was fetched below those positions is in the trackers first
             self._settle()
-            held = self._gate.held_offsets()  # fetched, not handed out: not passed
-            passed: dict[TP, int | None] = {}
+            idle = []  # owned partitions whose every record is done
             for position in positions:
                 tp = (position.topic, position.partition)
                 state = self._owned.get(tp)
-                if state is None or state.revoking or position.offset < 0:
-                    continue
-                below = min(position.offset, held.get(tp, position.offset))
-                if state.tracker.unfinished == 0 and state.tracker.advance_to(below):
-                    passed[tp] = below
-            if passed:
-                self._completed_to(passed)
+                if state is not None and not state.revoking and state.tracker.unfinished == 0:
+                    idle.append((tp, position.offset))
+            held = self._gate.held_offsets()  # fetched, not handed out: not passed
+            moved: dict[TP, int | None] = {
+                tp: below
+                for tp, below in passed(idle, held).items()
+                if self._owned[tp].tracker.advance_to(below)
+            }
+            if moved:
+                self._completed_to(moved)
 
     def _service(self, consumer: Consumer) -> bool:
         """Between fetches: back-pressure, and the aggregated asynchronous commit. A full buffer

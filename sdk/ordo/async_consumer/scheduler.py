@@ -49,9 +49,6 @@ class Scheduler(Generic[P, R]):
         self.total = 0
         """Records buffered (added and neither taken nor dropped)."""
 
-    def lane_of(self, partition: P, key: bytes | None) -> tuple[Hashable, Hashable]:
-        return (partition, key if self._by_key else None)
-
     def add(self, partition: P, key: bytes | None, item: R) -> None:
         lane_id = (partition, key if self._by_key else None)
         lane = self._lanes.get(lane_id)
