@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ordo.api import API_GROUP, OrderedTopicExpansionSpec, TopicAutoscaler, TopicAutoscalerStatus
-from ordo.api.common import VERSION
+from ordo.api.common import VERSION, first_error
 from ordo.api.topic_autoscaler import ScalingDecision
 
 from . import metrics
@@ -203,9 +203,7 @@ class _Driver:
         try:
             resource = TopicAutoscaler.model_validate(dict(self.body))
         except ValidationError as error:  # what the CRD schema cannot check
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            self._refuse("InvalidSpec", f"{where}: {first['msg']}; nothing was changed")
+            self._refuse("InvalidSpec", f"{first_error(error)}; nothing was changed")
             return 10.0
         spec = resource.spec
         interval = spec.measure_interval_seconds

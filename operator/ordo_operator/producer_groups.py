@@ -32,7 +32,7 @@ from ordo.api import (
     ProducerGroupSpec,
     ProducerGroupStatus,
 )
-from ordo.api.common import VERSION, ConditionStatus, LabelSelector, set_condition
+from ordo.api.common import VERSION, ConditionStatus, LabelSelector, first_error, set_condition
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.member_wire import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
 
@@ -201,7 +201,7 @@ class _GroupDriver:
             # without status: ours, and validating 1,000 members' worth every second cost 6 ms
             resource = ProducerGroup.model_validate({k: v for k, v in self.body.items() if k != "status"})
         except ValidationError as error:
-            self._report_problem(("InvalidSpec", _first_error(error)), generation=None)
+            self._report_problem(("InvalidSpec", first_error(error)), generation=None)
             metrics.RESOURCE_READY.labels("ProducerGroup", self.namespace, self.name).set(0)
             return 5.0
         spec = resource.spec
@@ -450,9 +450,3 @@ def _annotate(core: CoreV1Api, namespace: str, pod: str, value: str | None) -> b
         return False
     observe_pod(namespace, json.loads(response.data))
     return True
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"{where}: {first['msg']}"

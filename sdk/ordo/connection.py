@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .api.common import first_error
 from .api.kafka import KafkaAuthentication, KafkaConnection, KafkaTls
 from .errors import ConfigError
 
@@ -263,11 +264,7 @@ def _model(model: type[KafkaAuthentication] | type[KafkaTls], value: Any, where:
     try:
         return model.model_validate(value)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise InvalidConnectionError(
-            f"{where}{'.' + field if field else ''}: {first['msg'].removeprefix('Value error, ')}"
-        ) from None
+        raise InvalidConnectionError(first_error(error, within=where)) from None
 
 
 # -- the ordo command's options: -X key=value and --command-config FILE -------------------------

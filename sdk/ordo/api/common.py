@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "PrinterColumn",
     "Resource",
     "Validation",
+    "first_error",
     "set_condition",
 ]
 
@@ -184,3 +185,12 @@ class Resource(Model):
     api_version: Literal["ordo.dev/v1alpha1"] = API_VERSION
     kind: str
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def first_error(error: ValidationError, within: str = "") -> str:
+    """A model's first validation error as "where: what", said to whoever wrote the value:
+    ``where`` is its field's path (below ``within``, the value's own place, when given), ``what``
+    pydantic's message without its "Value error, " prefix."""
+    first = error.errors()[0]
+    where = ".".join([*([within] if within else []), *(str(part) for part in first["loc"])])
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"

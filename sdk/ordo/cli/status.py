@@ -30,6 +30,7 @@ from ..api import (
     TopicAutoscaler,
     TopicAutoscalerStatus,
 )
+from ..api.common import first_error
 from ..connection import BOOTSTRAP_ENV
 from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..epochs import Epoch, EpochHistory, EpochState, GateKeeper
@@ -138,10 +139,8 @@ def _resources(model: type[R], items: list[Any]) -> tuple[list[R], list[str]]:
             found.append(model.model_validate(item))
         except ValidationError as error:
             meta = item.get("metadata") or {}
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
             invalid.append(
-                f"{model.crd.kind} {meta.get('namespace')}/{meta.get('name')}: {where}: {first['msg']}"
+                f"{model.crd.kind} {meta.get('namespace')}/{meta.get('name')}: {first_error(error)}"
             )
     return found, invalid
 
