@@ -8,7 +8,6 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-import kubernetes
 from kubernetes.client import (
     ApiClient,
     CoreV1Api,
@@ -24,6 +23,7 @@ from pydantic import BaseModel
 from ordo.api import API_GROUP, KafkaConnection
 from ordo.api.common import VERSION
 from ordo.connection import InvalidConnectionError, connection_config
+from ordo.kube_credentials import kubernetes_client
 
 from .config import OperatorConfig
 
@@ -49,11 +49,7 @@ def api_client() -> ApiClient:
     """One API client per process: in-cluster config in a pod, else the kubeconfig."""
     global _client
     if _client is None:
-        try:
-            kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except kubernetes.config.ConfigException:
-            kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-        _client = ApiClient()
+        _client = kubernetes_client()
     return _client
 
 

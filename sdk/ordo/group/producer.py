@@ -38,6 +38,7 @@ from .._clients import bounded_delivery, drain, logged
 from ..control_topics import DEFAULT_CHECKPOINT_TOPIC, DEFAULT_EPOCH_TOPIC, DEFAULT_REGISTRY_TOPIC
 from ..epochs.log import EpochLog, refuse_unread
 from ..errors import ConfigError, DeliveryError, NotOwnedError, ProducerClosedError, TransactionScopeError
+from ..kube_credentials import kubernetes_client
 from ..member_wire import GroupSettings, MemberAssignment, checkpoint_key, transactional_id
 from ..ordered_producer import OrderedProducer
 from .checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
@@ -178,7 +179,7 @@ class GroupProducer:
             namespace=os.environ["POD_NAMESPACE"],
             pod=os.environ["POD_NAME"],
             group=os.environ["ORDO_GROUP"],
-            api_client=_kubernetes_client(),
+            api_client=kubernetes_client(),
             **options,
         )
         if handle_sigterm and threading.current_thread() is threading.main_thread():
@@ -846,21 +847,6 @@ class _Units:
             # one passes)
             member._units_changed.notify_all()
         return outcome
-
-
-def _kubernetes_client() -> ApiClient:
-    import kubernetes
-
-    try:
-        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except kubernetes.config.ConfigException:
-        try:
-            kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-        except (kubernetes.config.ConfigException, FileNotFoundError) as error:
-            raise ConfigError(
-                f"no Kubernetes credentials: not in a cluster and no usable kubeconfig ({error})"
-            ) from None
-    return ApiClient()
 
 
 def _exit_on_sigterm(signum: int, _frame: Any) -> None:
