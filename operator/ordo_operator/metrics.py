@@ -24,6 +24,8 @@ from typing import ParamSpec, TypeVar
 import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
+from ordo.api import ExpansionPhase
+
 __all__ = [
     "AUTOSCALER_CURRENT_PARTITIONS",
     "AUTOSCALER_DECISIONS",
@@ -72,8 +74,8 @@ _REBALANCE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # Expansion phases: Expanding/Publishing take milliseconds, Fencing up to fenceTimeoutSeconds.
 _PHASE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
-# Every phase an expansion can be in (ordo.api's ExpansionPhase), for the 1/0 state set
-PHASES = ("Pending", "Creating", "Fencing", "Expanding", "Publishing", "Completed", "Aborted", "Failed")
+# Every phase an expansion can be in, for the 1/0 state set
+PHASES = tuple(phase.value for phase in ExpansionPhase)
 _GROUP = ["resource_namespace", "group"]
 _EXPANSION = ["resource_namespace", "expansion"]
 
