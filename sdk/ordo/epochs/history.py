@@ -3,6 +3,11 @@
 Each epoch is a partition count. Epoch 0 is the topic as ordo first saw it; every expansion
 appends an epoch in state ``fencing`` that becomes ``active`` (with the old partitions' end
 offsets, the thresholds) or ``aborted``. Only active epochs change where keys go.
+
+An epoch may also move the stream to another topic (``Epoch.topic``, issue 44): from it on the
+keys live in that topic, under its partition count, fewer or more than before. Its prior sets are
+those of an expansion between the same counts, except that every partition of the new topic is
+new: partition q waits for the old partition q too.
 """
 
 from __future__ import annotations
@@ -12,7 +17,14 @@ from enum import StrEnum
 from math import gcd
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 __all__ = ["Epoch", "EpochError", "EpochHistory", "EpochState", "epoch_of", "prior_map", "prior_of"]
 
@@ -29,12 +41,14 @@ class EpochState(StrEnum):
     ABORTED = "aborted"
 
 
-def prior_of(old: int, new: int, q: int) -> tuple[int, ...]:
+def prior_of(old: int, new: int, q: int, moved: bool = False) -> tuple[int, ...]:
     """The *other* partitions under ``old`` where a key now in partition ``q`` (of ``new``) may
-    have been (see ``prior_map``). O(old / gcd): the map of a whole expansion is not needed for
-    one partition's gate, and can be large (1000 -> 1024: 128,000 entries)."""
+    have been (see ``prior_map``); with ``moved`` (``new`` partitions of another topic) the old
+    partition q as well, since it is not the same partition. O(old / gcd): the map of a whole
+    expansion is not needed for one partition's gate, and can be large (1000 -> 1024: 128,000
+    entries)."""
     g = gcd(old, new)
-    return tuple(p for p in range(q % g, old, g) if p != q)
+    return tuple(p for p in range(q % g, old, g) if moved or p != q)
 
 
 def prior_map(old: int, new: int) -> dict[int, tuple[int, ...]]:
@@ -62,6 +76,13 @@ class Epoch(BaseModel):
 
     epoch: int = Field(ge=0, description="Epoch number, 0 for the topic as first seen.")
     partitions: int = Field(ge=1, description="Partition count producers use in this epoch.")
+    topic: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=249,
+        pattern=r"^[a-zA-Z0-9._-]+$",
+        description="The topic the stream moves to in this epoch (None: it stays where it was).",
+    )
     state: EpochState
     from_partitions: int | None = Field(
         default=None, ge=1, description="Partition count of the previous active epoch (None for epoch 0)."
@@ -80,21 +101,41 @@ class Epoch(BaseModel):
             data = {k: v for k, v in data.items() if k != "prior"}
         return data
 
+    @model_serializer(mode="wrap")
+    def _without_unmoved_topic(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """An epoch that does not move writes no ``topic``: what readers before issue 44 accept."""
+        data: dict[str, object] = handler(self)
+        if data.get("topic") is None:
+            data.pop("topic", None)
+        return data
+
+    @property
+    def moves(self) -> bool:
+        """Whether this epoch moves the stream to another topic."""
+        return self.topic is not None
+
     def prior_of(self, partition: int) -> tuple[int, ...]:
         """The old partitions that gate ``partition`` in this epoch (none for epoch 0)."""
         if self.from_partitions is None:
             return ()
-        return prior_of(self.from_partitions, self.partitions, partition)
+        return prior_of(self.from_partitions, self.partitions, partition, moved=self.moves)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.epoch == 0:
-            if self.from_partitions is not None or self.thresholds or self.state != EpochState.ACTIVE:
-                raise EpochError("epoch 0 must be active, with no from_partitions and no thresholds")
+            if (
+                self.from_partitions is not None
+                or self.thresholds
+                or self.state != EpochState.ACTIVE
+                or self.moves
+            ):
+                raise EpochError(
+                    "epoch 0 must be active, with no from_partitions, no thresholds and no topic to move to"
+                )
             return self
         if self.from_partitions is None:
             raise EpochError(f"epoch {self.epoch}: from_partitions is required")
-        if self.partitions <= self.from_partitions:
+        if not self.moves and self.partitions <= self.from_partitions:
             raise EpochError(
                 f"epoch {self.epoch}: partitions {self.partitions} must be larger than "
                 f"from_partitions {self.from_partitions}"
@@ -109,8 +150,12 @@ class Epoch(BaseModel):
         return self
 
     def created(self, partition: int) -> bool:
-        """Whether this epoch created ``partition``."""
-        return self.from_partitions is not None and self.from_partitions <= partition < self.partitions
+        """Whether this epoch created ``partition`` (every partition of the topic it moves to)."""
+        if self.from_partitions is None:
+            return False
+        return (
+            partition < self.partitions if self.moves else self.from_partitions <= partition < self.partitions
+        )
 
 
 class EpochHistory(BaseModel):
@@ -125,7 +170,12 @@ class EpochHistory(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> Self:
         previous_active: Epoch | None = None
+        stream = self.topic  # where the keys live before each epoch
         for index, entry in enumerate(self.epochs):
+            if entry.topic == stream:
+                raise EpochError(
+                    f"{self.topic}: epoch {entry.epoch} moves the stream to {stream}, where it is"
+                )
             if index > 0 and entry.epoch <= self.epochs[index - 1].epoch:
                 raise EpochError(
                     f"{self.topic}: epoch numbers must increase, got {entry.epoch} after "
@@ -143,6 +193,7 @@ class EpochHistory(BaseModel):
                 )
             if entry.state == EpochState.ACTIVE:
                 previous_active = entry
+                stream = entry.topic or stream
         return self
 
     @classmethod
@@ -166,6 +217,30 @@ class EpochHistory(BaseModel):
     @property
     def fencing(self) -> bool:
         return self.current.state == EpochState.FENCING
+
+    @property
+    def stream_topic(self) -> str:
+        """The topic the keys live in now: the last active move's, else this history's own."""
+        return next((e.topic for e in reversed(self.active_epochs) if e.topic is not None), self.topic)
+
+    def begin_move(self, topic: str, partitions: int) -> EpochHistory:
+        """Append a ``fencing`` epoch that moves the stream to ``partitions`` partitions of
+        ``topic`` (any count, fewer included); idempotent for the same target."""
+        if self.fencing:
+            if (self.current.topic, self.current.partitions) == (topic, partitions):
+                return self
+            raise EpochError(
+                f"{self.topic}: epoch {self.current.epoch} is still fencing towards "
+                f"{self.current.topic or self.stream_topic} with {self.current.partitions} partitions"
+            )
+        entry = Epoch(
+            epoch=self.current.epoch + 1,
+            partitions=partitions,
+            state=EpochState.FENCING,
+            from_partitions=self.active.partitions,
+            topic=topic,
+        )
+        return EpochHistory(topic=self.topic, epochs=(*self.epochs, entry))
 
     def begin_fence(self, partitions: int) -> EpochHistory:
         """Append a ``fencing`` epoch towards ``partitions``; idempotent for the same target."""
@@ -206,6 +281,7 @@ class EpochHistory(BaseModel):
             state=EpochState.ACTIVE,
             from_partitions=entry.from_partitions,
             thresholds=dict(thresholds),
+            topic=entry.topic,
         )
         return EpochHistory(topic=self.topic, epochs=(*self.epochs[:-1], done))
 
@@ -241,7 +317,11 @@ class EpochHistory(BaseModel):
 
 def epoch_of(active: Sequence[Epoch], partition: int, offset: int) -> Epoch | None:
     """``EpochHistory.epoch_of`` given its active epochs (a GateKeeper keeps them: deriving them
-    per record walked the whole history each time)."""
+    per record walked the whole history each time). A history that moved to another topic is
+    refused: which epoch a record belongs to then depends on the record's topic, and the consumers
+    do not follow a move yet (issue 44)."""
+    if any(entry.moves for entry in active):
+        raise EpochError("this history moved its stream to another topic, which this reader cannot follow")
     for entry in reversed(active):
         if partition >= entry.partitions:
             return None
