@@ -25,7 +25,7 @@ from ordo.api import (
     OrderedTopicExpansion,
     OrderedTopicExpansionStatus,
 )
-from ordo.api.common import VERSION, set_condition
+from ordo.api.common import VERSION, first_error, set_condition
 from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 
 from . import metrics
@@ -357,9 +357,7 @@ class _ExpansionDriver:
         try:
             resource = OrderedTopicExpansion.model_validate(dict(body))
         except ValidationError as error:  # what the CRD schema cannot check, e.g. credentials in config
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            message = f"{where}: {first['msg']}; nothing was changed"
+            message = f"{first_error(error)}; nothing was changed"
             failed = OrderedTopicExpansionStatus(phase=ExpansionPhase.FAILED, message=message)
             patch_status(PLURAL, namespace, name, failed)
             kopf.event(body, type="Warning", reason="InvalidSpec", message=message)
