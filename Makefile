@@ -21,15 +21,13 @@ help:
 	@echo "make soak     - 30 min chaos soak, 20 failover rounds, every crash point and fault case (ORDO_CHAOS_SEED replays a run)"
 
 $(STAMP): VERSION pyproject.toml operator/pyproject.toml spark_apps/pyproject.toml testbed/pyproject.toml \
-  setup.py operator/setup.py spark_apps/setup.py testbed/setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c sdk/ordo/_murmur2.h scripts/system-deps testbed/kube-apiserver/go.mod \
-  testbed/promtool/go.mod
+  setup.py operator/setup.py spark_apps/setup.py testbed/setup.py sdk/ordo/_fastproduce.c sdk/ordo/_fastscan.c sdk/ordo/_murmur2.h scripts/system-deps testbed/kube-apiserver/go.mod
 	scripts/system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(PACKAGES)
 	$(BIN)/python -c 'from ordo_testbed.kafka.jars import main; main()'
 	$(BIN)/python -c 'from ordo_testbed.kube.binaries import main; main()'
-	$(BIN)/python -c 'from ordo_testbed.promtool import main; main()'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -39,6 +37,7 @@ venv: $(STAMP)
 # chaos (tests/chaos/test_replicated_chaos.py: kill -9 of the broker holding a role) runs with it,
 # on the 3-broker cluster the session starts once for its other tests anyway (make failover: 5).
 test: lint
+	$(BIN)/python -c 'from ordo_testbed.promtool import main; main()'
 	ORDO_FAILOVER_ROUNDS=$${ORDO_FAILOVER_ROUNDS:-1} $(BIN)/python -m pytest tests testbed/tests
 
 test-fast: $(STAMP)

@@ -3,8 +3,8 @@
 and every metric the rules, the Grafana dashboard and docs/operations.md's queries read is one the
 operator or the SDK exports, each query checked by promtool's PromQL parser.
 
-promtool is built from the Go module in testbed/promtool once per machine (``make venv`` does it;
-``ordo_testbed.promtool`` builds it on first use)."""
+promtool is built from the Go module in testbed/promtool once per machine (``make test`` does it
+before the suite; ``ordo_testbed.promtool`` builds it on first use)."""
 
 from __future__ import annotations
 
