@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ordo.cli import main as ordo
 from ordo.epochs import EpochHistory
 from ordo.epochs.log import EpochLogWriter
+from ordo.verify import JsonFields, ReadProgress, read_topic
 from ordo_testbed.kafka.fixtures import KafkaHandle
 from ordo_testbed.kube.fixtures import Kube
 from ordo_testbed.resources import Groups
@@ -148,6 +149,21 @@ def test_verify_by_the_kafka_key_alone_checks_each_keys_partition_per_epoch(
     assert ordo([*argv, "--topic", bad]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["misplaced"] == 1 and verdict["duplicates"] == verdict["missing"] == 0, verdict
+
+
+def test_a_read_of_a_topic_reports_how_far_it_is(kafka: KafkaHandle) -> None:
+    """``ordo verify`` says how far a long read is (``read_topic``'s ``progress``): records read,
+    and offsets read of those the partitions held when the read began."""
+    topic = kafka.create_topic(2)
+    _numbered(kafka, topic, [(i % 2, f"k{i % 50}", i // 50) for i in range(3000)])
+    heard: list[ReadProgress] = []
+    read = read_topic(
+        kafka.config(), topic, layout=JsonFields("k", "s"), progress=heard.append, progress_every=0
+    )
+    assert len(read.records) == 3000
+    assert heard and all(p.offsets_to_read == 3000 for p in heard)
+    assert [p.records for p in heard] == sorted(p.records for p in heard)
+    assert any(0 < p.records < 3000 for p in heard) and all(p.offsets <= 3000 for p in heard)
 
 
 def test_status_shows_groups_from_the_api_and_gates_from_the_epoch_log(

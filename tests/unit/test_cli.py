@@ -312,3 +312,12 @@ def test_bench_eos_takes_bootstrap_under_both_names(
     # an unreachable broker: one line naming it, at once
     err = _one_line_error(["bench", "eos", "--bootstrap", "127.0.0.1:1"], capsys, monkeypatch)
     assert "127.0.0.1:1" in err
+
+
+def test_ordo_verify_says_how_far_a_long_read_is_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from ordo.cli.verify import say_progress
+    from ordo.verify import ReadProgress
+
+    say_progress(ReadProgress(records=1_000, offsets=2_000, offsets_to_read=8_000))
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == "read 1,000 records, 2,000 of 8,000 offsets (25%)\n"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from ..connection import BOOTSTRAP_ENV
 from ..control_topics import DEFAULT_EPOCH_TOPIC
 from ..verify.records import HOW_TO_POINT, AnyOf, JsonFields, KafkaKey, RecordLayout
+from ..verify.topic import ReadProgress
 from . import CliError
 from .kafka_options import add_kafka_options, kafka_settings
 
@@ -110,6 +112,18 @@ def layout_of(
     return AnyOf(tuple(formats[name]() for name in sorted(formats)))
 
 
+def say_progress(progress: ReadProgress) -> None:
+    """A line on stderr about once a second while a long read goes on (stdout stays the verdict's,
+    JSON included)."""
+    total = progress.offsets_to_read
+    share = f" ({100 * progress.offsets / total:.0f}%)" if total else ""
+    print(
+        f"read {progress.records:,} records, {progress.offsets:,} of {total:,} offsets{share}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from ..verify import check_topic, read_epochs, read_topic, why_unreadable
 
@@ -121,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     )
     expected = args.expected() if callable(args.expected) else args.expected  # before minutes of reading
     try:
-        read = read_topic(config, args.topic, args.timeout, layout=layout)
+        read = read_topic(config, args.topic, args.timeout, layout=layout, progress=say_progress)
         epochs = read_epochs(config, args.topic, args.epoch_topic)
     except (LookupError, TimeoutError) as error:
         raise CliError(str(error)) from None

@@ -7,6 +7,7 @@ from .order import KeyOrder
 from .records import AnyOf, JsonFields, KafkaKey, RawRecord, RecordLayout, why_unreadable
 from .topic import (
     ActiveEpoch,
+    ReadProgress,
     StoredRecord,
     TopicRecords,
     TopicVerdict,
@@ -25,6 +26,7 @@ __all__ = [
     "KafkaKey",
     "KeyOrder",
     "RawRecord",
+    "ReadProgress",
     "RecordLayout",
     "StoredRecord",
     "TopicRecords",

@@ -20,7 +20,7 @@ import json
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from .records import RawRecord, RecordLayout
 
 __all__ = [
     "ActiveEpoch",
+    "ReadProgress",
     "StoredRecord",
     "TopicRecords",
     "TopicVerdict",
@@ -219,6 +220,26 @@ def _topics(consumer: Any, errors: BrokerErrors, kafka_config: Mapping[str, Any]
     return cluster_metadata(consumer, errors, str(kafka_config.get("bootstrap.servers")), 10).topics
 
 
+@dataclass(frozen=True)
+class ReadProgress:
+    """How far ``read_topic`` is: records read, and offsets read of those there were to read when
+    it began (offsets, not records: transaction markers take offsets too)."""
+
+    records: int
+    offsets: int
+    offsets_to_read: int
+
+
+def _log_ranges(consumer: Any, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+    """Each partition's (log start, end) as the read begins."""
+    from confluent_kafka import TopicPartition
+
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+        for p in partitions
+    }
+
+
 def read_topic(
     kafka_config: Mapping[str, Any],
     topic: str,
@@ -226,10 +247,13 @@ def read_topic(
     *,
     layout: RecordLayout,
     samples: int = 5,
+    progress: Callable[[ReadProgress], None] | None = None,
+    progress_every: float = 1.0,
 ) -> TopicRecords:
     """Every committed record of ``topic`` that ``layout`` reads, how many it could not read and the
     first ``samples`` of those. Raises LookupError when the topic does not exist, TimeoutError when
-    it cannot be read to its end."""
+    it cannot be read to its end. ``progress`` hears how far the read is every ``progress_every``
+    seconds."""
     from confluent_kafka import KafkaError, TopicPartition
 
     errors = BrokerErrors()
@@ -243,7 +267,14 @@ def read_topic(
         read = TopicRecords([])
         at_end: set[int] = set()
         deadline = time.monotonic() + timeout
+        ranges = _log_ranges(consumer, topic, partitions) if progress is not None else {}
+        to_read = sum(max(0, high - low) for low, high in ranges.values())
+        reached: dict[int, int] = {}  # partition -> offsets read so far
+        said = time.monotonic()
         while len(at_end) < len(partitions):
+            if progress is not None and time.monotonic() - said >= progress_every:
+                said = time.monotonic()
+                progress(ReadProgress(len(read.records) + read.unreadable, sum(reached.values()), to_read))
             if time.monotonic() > deadline:
                 left = sorted(set(partitions) - at_end)
                 raise TimeoutError(f"could not read partitions {left} of {topic!r} to their end")
@@ -256,6 +287,7 @@ def read_topic(
                     at_end.add(p)
                     continue
                 at_end.discard(p)
+                reached[p] = (message.offset() or 0) + 1 - ranges.get(p, (0, 0))[0]
                 raw = RawRecord(p, message.offset() or 0, message.key(), message.value(),
                                 tuple(message.headers() or ()))  # fmt: skip
                 found = layout.read(raw)
