@@ -7,6 +7,8 @@ filter by resource without parsing messages.
 
 from __future__ import annotations
 
+import logging
+
 import kopf
 
 __all__ = ["FORMATS", "configure_logging"]
@@ -19,3 +21,5 @@ def configure_logging(fmt: str = "text", *, verbose: bool = False) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {sorted(FORMATS)}, not {fmt!r}")
     kopf.configure(verbose=verbose, log_format=FORMATS[fmt])
+    # the health probe's requests (aiohttp's access log, at info) every few seconds: with --verbose only
+    logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -167,6 +167,21 @@ def test_sdk_metrics_are_no_ops_without_prometheus_client() -> None:
     assert result.stdout.strip() == "ok", result.stderr
 
 
+def test_the_health_probes_requests_are_logged_with_verbose_only() -> None:
+    """aiohttp logs each request to the health endpoint at info, every few seconds of a pod's life."""
+    program = (
+        "import logging, sys\n"
+        "from ordo_operator.logs import configure_logging\n"
+        "configure_logging('text', verbose=sys.argv[1] == 'verbose')\n"
+        "logging.getLogger('aiohttp.access').info('GET /healthz 200')\n"
+    )
+    for mode, shown in (("quiet", False), ("verbose", True)):
+        result = subprocess.run(
+            [sys.executable, "-c", program, mode], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert ("GET /healthz 200" in result.stderr) == shown, (mode, result.stderr)
+
+
 def test_json_logs_are_one_object_per_line() -> None:
     program = (
         "import logging\n"
