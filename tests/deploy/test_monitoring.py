@@ -230,3 +230,17 @@ def test_the_dashboard_configmap_holds_the_dashboard() -> None:
     assert len(ids) == len(set(ids))
     values = {"monitoring": {"grafanaDashboard": {"enabled": True, "namespace": "grafana"}}}
     assert _render(values)["ConfigMap"]["metadata"]["namespace"] == "grafana"
+
+
+def test_every_alert_has_a_runbook_section_its_url_points_at() -> None:
+    """Each alert's runbook_url is the base and its name in lower case, and docs/operations.md has
+    a section of that name under "Runbooks" (GitHub's anchor of "### OrdoX" is "ordox")."""
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    runbooks = operations.split("## Runbooks", 1)[1].split("\n## ", 1)[0]
+    sections = {line[4:].strip().lower() for line in runbooks.splitlines() if line.startswith("### ")}
+    rules = [rule for group in _rule_groups() for rule in group["rules"] if "alert" in rule]
+    assert rules
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"https://ordo.dev/docs/operations#{rule['alert'].lower()}", rule["alert"]
+        assert rule["alert"].lower() in sections, f"no runbook section for {rule['alert']}"
