@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ._extras import missing_extra
 from .api.common import first_error
 from .api.kafka import KafkaAuthentication, KafkaConnection, KafkaTls
 from .errors import ConfigError
@@ -271,6 +272,9 @@ def _model(model: type[KafkaAuthentication] | type[KafkaTls], value: Any, where:
 
 _JAAS = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;]+))""")
 _JAAS_MODULES = ("ScramLoginModule", "PlainLoginModule")
+# what is left of one JAAS entry without its options: the login module's class, its flag and ';'
+_JAAS_REST = re.compile(r"\s*[\w.$]+\s+\w+\s*;?\s*")
+_SEPARATED = re.compile(r"[=:\s]")  # a properties line's key ends at one of these
 
 
 def x_options(pairs: Iterable[str], flag: str = "-X") -> dict[str, str]:
@@ -285,30 +289,31 @@ def x_options(pairs: Iterable[str], flag: str = "-X") -> dict[str, str]:
 
 
 def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
-    """A Java properties file's ``key=value`` (or ``key: value``, ``key value``) lines; ``#`` and
-    ``!`` start comments. Line continuations and escapes are not supported: such a line is an
-    error naming it, not a silently wrong value."""
+    """A Java properties file read as Java reads it (javaproperties, the ``cli`` extra):
+    ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` comments; ``\\`` line
+    continuations (Kafka's docs split ``sasl.jaas.config`` so) and escapes. Values are trimmed, as
+    Kafka's clients trim them. A line with a key and no value at all is an error naming it: in a
+    client's settings it is a slip, not an empty option."""
+    try:
+        import javaproperties
+    except ModuleNotFoundError as error:
+        raise missing_extra(error, "cli", f"reading {source}") from error
     pairs: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            raise InvalidConnectionError(
-                f"{source}:{number}: line continuations are not supported; join the line"
-            )
-        # the key ends at '=', ':' or white space; then white space and one '=' or ':' may follow
-        cut = min(
-            (i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i > 0),
-            default=-1,
-        )
-        if cut < 0:
-            raise InvalidConnectionError(f"{source}:{number}: expected key=value, got {line!r}")
-        rest = line[cut:].lstrip()
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:]
-        pairs[line[:cut]] = rest.strip()
-    return pairs
+    line = 1
+    elements = javaproperties.parse(text)
+    while True:
+        try:
+            element = next(elements, None)
+        except ValueError as error:  # javaproperties: a malformed \uXXXX escape
+            raise InvalidConnectionError(f"{source}:{line}: {error}") from error
+        if element is None:
+            return pairs
+        if isinstance(element, javaproperties.KeyValue):
+            written = element.source.strip()
+            if not element.value and not _SEPARATED.search(written):
+                raise InvalidConnectionError(f"{source}:{line}: expected key=value, got {written!r}")
+            pairs[element.key] = element.value.strip()  # Kafka's ConfigDef trims values too
+        line += element.source.count("\n")
 
 
 def command_config(text: str, where: str = "--command-config") -> dict[str, str]:
@@ -326,6 +331,11 @@ def command_config(text: str, where: str = "--command-config") -> dict[str, str]
                 "give sasl.username and sasl.password instead"
             )
         fields = {m.group(1): m.group(2) or m.group(3) or m.group(4) or "" for m in _JAAS.finditer(jaas)}
+        if not _JAAS_REST.fullmatch(_JAAS.sub("", jaas)):  # a '"' the file did not escape twice
+            raise InvalidConnectionError(
+                f"{where}: sasl.jaas.config cannot be read as a JAAS entry; a properties file writes "
+                'a \\" inside a quoted value as \\\\" (Java reads \\" as ")'
+            )
         if "username" not in fields or "password" not in fields:
             raise InvalidConnectionError(f'{where}: sasl.jaas.config has no username="…" password="…"')
         options.setdefault("sasl.username", fields["username"])

@@ -29,7 +29,7 @@ def _wheel(project: Path, out: Path) -> Path:
     copy = out / "src"
     if project == ROOT:  # the SDK: what its pyproject.toml and setup.py name
         copy.mkdir()
-        for name in ("pyproject.toml", "setup.py", "README.md", "VERSION"):
+        for name in ("pyproject.toml", "setup.py", "README.md", "VERSION", "LICENSE"):
             shutil.copy(ROOT / name, copy)
         shutil.copytree(ROOT / "sdk", copy / "sdk", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     else:
@@ -42,6 +42,9 @@ def _wheel(project: Path, out: Path) -> Path:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:  # every distribution ships the repository's LICENSE
+        (license_file,) = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(license_file) == (ROOT / "LICENSE").read_bytes()
     return wheel
 
 

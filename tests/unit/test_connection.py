@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,7 @@ def test_command_config_takes_a_kafka_tools_properties_file() -> None:
 # Kafka's tools' client.properties
 security.protocol=SASL_SSL
 sasl.mechanism = SCRAM-SHA-512
-sasl.jaas.config=o.a.k.c.s.scram.ScramLoginModule required username="ordo" password="s3\\"cr=et";
+sasl.jaas.config=o.a.k.c.s.scram.ScramLoginModule required username="ordo" password="s3\\\\"cr=et";
 ssl.truststore.type=PEM
 ssl.truststore.location=/etc/ca.crt
 ! another comment
@@ -202,6 +203,29 @@ client.id: tools
         command_config("ssl.truststore.location=/etc/truststore.jks")
     with pytest.raises(InvalidConnectionError, match=r"ssl\.keystore\.password is a Java client setting"):
         command_config("ssl.keystore.password=x")
+    # Java reads \" in a properties file as ": the JAAS entry it leaves is refused, not half read
+    with pytest.raises(InvalidConnectionError, match=r'cannot be read as a JAAS entry.*as \\\\"'):
+        command_config('sasl.jaas.config=S.ScramLoginModule required username="a" password="s3\\"c";')
+
+
+def test_command_config_takes_a_jaas_config_continued_over_lines_as_in_kafkas_docs() -> None:
+    text = """security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-256
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="alice" \\
+    password="alice-secret";
+client.id=after-the-continuation
+"""
+    assert command_config(text) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        "client.id": "after-the-continuation",
+    }
+    # line numbers in errors count the continued lines
+    with pytest.raises(InvalidConnectionError, match=r"c.properties:5: expected key=value, got 'novalue'"):
+        parse_properties("a=1 \\\n  2\nb=\\\n\nnovalue\n", "c.properties")
 
 
 def test_a_properties_file_reads_as_kafkas_tools_read_it() -> None:
@@ -216,8 +240,12 @@ def test_a_properties_file_reads_as_kafkas_tools_read_it() -> None:
     }
     with pytest.raises(InvalidConnectionError, match=r"c.properties:2: expected key=value"):
         parse_properties("a=1\nnovalue\n", "c.properties")
-    with pytest.raises(InvalidConnectionError, match=r"c.properties:1: line continuations"):
-        parse_properties("a=1,\\\n  2\n", "c.properties")
+    assert parse_properties("a=1,\\\n  2\nkey\\ with\\:escapes = \\u00e9\n") == {
+        "a": "1,2",
+        "key with:escapes": "é",
+    }
+    with pytest.raises(InvalidConnectionError, match=r"c.properties:2: Invalid \\u escape"):
+        parse_properties("a=1\nb=\\u12\n", "c.properties")
 
 
 def test_props_are_key_value_pairs() -> None:
@@ -243,3 +271,9 @@ def test_one_environment_name_for_the_bootstrap() -> None:
     with pytest.warns(FutureWarning, match="KAFKA_BOOTSTRAP is deprecated: set ORDO_KAFKA_BOOTSTRAP instead"):
         assert bootstrap_from_env({"KAFKA_BOOTSTRAP": "b:2"}) == "b:2"
     assert bootstrap_from_env({}) is None
+
+
+def test_a_properties_file_without_the_cli_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "javaproperties", None)  # what an install without [cli] has
+    with pytest.raises(ImportError, match=r"reading c.properties needs javaproperties.*ordo-kafka\[cli\]"):
+        parse_properties("a=1\n", "c.properties")
