@@ -206,16 +206,27 @@ class KafkaSide:
 
 
 _clients: dict[str, KafkaSide] = {}
-_lock = threading.Lock()
+_creating: dict[str, threading.Lock] = {}  # one per connection: its clients are made once
+_lock = threading.Lock()  # guards the two dicts, never across a network wait
 
 
 def clients_for(config: Mapping[str, Any], settings: OperatorConfig) -> KafkaSide:
-    """The shared clients for this connection config (created on first use)."""
+    """The shared clients for this connection config (created on first use). Making them waits on
+    the network (up to a minute for a cluster that does not answer): only callers of the same
+    connection wait for that, not every handler of every cluster."""
     key = repr(sorted(config.items()))
     with _lock:
         side = _clients.get(key)
+        if side is not None:
+            return side
+        creating = _creating.setdefault(key, threading.Lock())
+    with creating:
+        with _lock:
+            side = _clients.get(key)
         if side is None:
-            side = _clients[key] = KafkaSide(config, settings)
+            side = KafkaSide(config, settings)
+            with _lock:
+                _clients[key] = side
         return side
 
 
@@ -227,6 +238,7 @@ def known_sides() -> list[KafkaSide]:
 
 def close_all() -> None:
     with _lock:
-        for side in _clients.values():
-            side.close()
+        sides = list(_clients.values())
         _clients.clear()
+    for side in sides:
+        side.close()
