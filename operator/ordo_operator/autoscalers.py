@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ordo.api import API_GROUP, OrderedTopicExpansionSpec, TopicAutoscaler, TopicAutoscalerStatus
-from ordo.api.common import VERSION, first_error
+from ordo.api.common import PAUSE_ANNOTATION, VERSION, first_error, reconciliation_paused
 from ordo.api.topic_autoscaler import ScalingDecision
 
 from . import metrics
@@ -209,6 +209,14 @@ class _Driver:
         interval = spec.measure_interval_seconds
         if self.status is None:
             self.status = resource.status or TopicAutoscalerStatus()
+        if reconciliation_paused(resource.metadata):
+            self.samples = []  # what it measured before the pause decides nothing after it
+            self._refuse(
+                "ReconciliationPaused",
+                f"the {PAUSE_ANNOTATION} annotation pauses it: it measures and decides nothing until removed",
+            )
+            return min(interval, 2.0)
+        self._clear("ReconciliationPaused")
         me = _entry(self.namespace, self.name, dict(self.body.get("spec") or {}), resource.metadata)
         other = rival(list(autoscalers.get(spec.topic, [])), me)
         if other is not None:  # the older one decides; this one waits until it is deleted

@@ -25,7 +25,7 @@ from ordo.api import (
     OrderedTopicExpansion,
     OrderedTopicExpansionStatus,
 )
-from ordo.api.common import VERSION, first_error, set_condition
+from ordo.api.common import VERSION, first_error, reconciliation_paused, set_condition
 from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 
 from . import metrics
@@ -141,6 +141,7 @@ def _world(
     other: str | None,
     started: float | None,
     state: ExpansionState,
+    paused: bool = False,
 ) -> World:
     producers = {pid: _view(r, topic) for pid, r in side.live_producers(topic).items()}
     # before the fence too (Creating): a producer silent since may still land records
@@ -155,6 +156,7 @@ def _world(
         fencing_seconds=time.time() - started if started else 0.0,
         stragglers=side.stragglers(topic, state.epoch or 0) if fencing else {},
         silent={pid: _view(r, topic) for pid, r in silent.items()},
+        paused=paused,
     )
 
 
@@ -436,7 +438,8 @@ class _ExpansionDriver:
         spec, status = self.spec, self.status
         other = _other_in_flight(index, spec.topic, self.me, self.created)
         try:
-            world = _world(self.side, spec.topic, self.settings, other, self.fenced, self.state)
+            paused = reconciliation_paused(self.body.get("metadata") or {})
+            world = _world(self.side, spec.topic, self.settings, other, self.fenced, self.state, paused)
         except Exception as error:  # Kafka unreachable, a metadata request timed out, ...
             self._retry("reading Kafka", error)
             return _Wait(RETRY_SECONDS)

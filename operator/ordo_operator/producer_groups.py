@@ -32,7 +32,15 @@ from ordo.api import (
     ProducerGroupSpec,
     ProducerGroupStatus,
 )
-from ordo.api.common import VERSION, ConditionStatus, LabelSelector, first_error, set_condition
+from ordo.api.common import (
+    PAUSE_ANNOTATION,
+    VERSION,
+    ConditionStatus,
+    LabelSelector,
+    first_error,
+    reconciliation_paused,
+    set_condition,
+)
 from ordo.group.checkpoints import Checkpoint, CheckpointLog, ensure_checkpoint_topic
 from ordo.member_wire import ASSIGNMENT_ANNOTATION, GROUP_LABEL, MemberAssignment, ProtocolError
 
@@ -166,6 +174,9 @@ def register(settings: OperatorConfig) -> None:
         )
 
 
+PAUSED = "ReconciliationPaused"  # the condition type (Strimzi's name)
+
+
 class _GroupDriver:
     """The daemon's memory between passes."""
 
@@ -187,6 +198,7 @@ class _GroupDriver:
         self.group_checkpoints: tuple[int, dict[int, Checkpoint]] = (-1, {})  # (log version, ours)
         self.session_since: dict[str, datetime] = {}  # lease_sessions' memory between passes
         self.kafka_problem: str | None = None
+        self.paused_shown: bool | None = None  # what condition ReconciliationPaused says (None: not read yet)
         if any(c.type == "Rebalancing" and c.status == ConditionStatus.TRUE for c in status.conditions):
             kopf.event(
                 body,
@@ -206,6 +218,9 @@ class _GroupDriver:
             return 5.0
         spec = resource.spec
         period = min(1.0, spec.session_timeout_seconds / 4)
+        if self._paused():
+            self.planned = None  # planned afresh once the pause is lifted
+            return period
         _wakers.select(self.namespace, self.name, spec.selector)
         self.views.refresh(spec.selector)
         generation = _status_of(self.body, "generation").generation
@@ -353,6 +368,32 @@ class _GroupDriver:
             metrics.record_rebalance(
                 self.namespace, self.name, self.last_rebalance, len(outcome.live), outcome.generation
             )
+
+    def _paused(self) -> bool:
+        """Whether the pause annotation holds this group now: assignments stay as they are, and
+        nothing is planned. Condition ReconciliationPaused and an Event when that changes."""
+        paused = reconciliation_paused(self.body.get("metadata") or {})
+        conditions = _status_of(self.body, "conditions").conditions
+        if self.paused_shown is None:
+            self.paused_shown = any(c.type == PAUSED and c.status == ConditionStatus.TRUE for c in conditions)
+        if paused != self.paused_shown:
+            reason, message = (
+                (
+                    "ReconciliationPaused",
+                    f"the {PAUSE_ANNOTATION} annotation pauses it: assignments stay as they are",
+                )
+                if paused
+                else (
+                    "ReconciliationResumed",
+                    f"the {PAUSE_ANNOTATION} annotation is gone: reconciling again",
+                )
+            )
+            self._patch(
+                ProducerGroupStatus(conditions=set_condition(conditions, PAUSED, paused, reason, message))
+            )
+            kopf.event(self.body, type="Normal", reason=reason, message=message)
+            self.paused_shown = paused
+        return paused
 
     def _report_problem(self, problem: tuple[str, str] | None, generation: int | None) -> None:
         if problem != self.problem and problem is not None:

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes.client.exceptions import ApiException
 
 from ordo.api import API_GROUP
-from ordo.api.common import VERSION
+from ordo.api.common import PAUSE_ANNOTATION, VERSION
 from ordo.epochs import EpochHistory
 from ordo.epochs.liveness import ProducerLiveness, ProducerReport
 from ordo.epochs.log import EpochLog, ensure_log_topics
@@ -29,7 +29,7 @@ from ordo_testbed.kafka import KafkaTestbed
 from ordo_testbed.kafka.testing import end_offsets
 from ordo_testbed.kube.fixtures import KubeCluster
 from ordo_testbed.operator import OperatorProcess
-from ordo_testbed.resources import Expansions, Groups
+from ordo_testbed.resources import Autoscalers, Expansions, Groups
 from ordo_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.testbed
@@ -457,3 +457,69 @@ def test_the_operator_still_serves_after_the_table(world: World) -> None:
     assert (status["fromPartitions"], status["toPartitions"]) == (2, 4)
     assert world.count(topic) == 4
     assert world.operator.running
+
+
+# --- a pause: left as it is until the annotation goes (not bad input: the same operator) ---------
+
+
+def _create_paused(world: World, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
+    metadata = {"name": name, "annotations": {PAUSE_ANNOTATION: "true"}}
+    body = {"apiVersion": f"{API_GROUP}/{VERSION}", "kind": kind, "metadata": metadata, "spec": spec}
+    world.custom.create_namespaced_custom_object(API_GROUP, VERSION, world.namespace, plural, body)
+
+
+def _unpause(world: World, plural: str, name: str) -> None:
+    patch = {"metadata": {"annotations": {PAUSE_ANNOTATION: None}}}
+    world.custom.patch_namespaced_custom_object(API_GROUP, VERSION, world.namespace, plural, name, patch)
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def test_paused_resources_are_left_as_they_are_until_the_annotation_goes(world: World) -> None:
+    """ordo.dev/pause-reconciliation: "true" (as Strimzi's): an expansion not begun stays Pending
+    and grows nothing, a group plans no assignment, an autoscaler decides nothing, each saying so in
+    its status; removing the annotation resumes each."""
+    topic = world.topic(2)
+    scaler_spec = {"topic": topic, "maxPartitions": 8, "targets": {"recordsPerSecondPerPartition": 1}}
+    group_spec = _group({"selector": {"matchLabels": {"app": "paused"}}})
+    _create_paused(
+        world,
+        "orderedtopicexpansions",
+        "OrderedTopicExpansion",
+        "paused-grow",
+        {"topic": topic, "partitions": 4},
+    )
+    _create_paused(world, "producergroups", "ProducerGroup", "paused-group", group_spec)
+    _create_paused(world, "topicautoscalers", "TopicAutoscaler", "paused-scaler", scaler_spec)
+    autoscalers = Autoscalers(world.custom, world.namespace)
+
+    def expansion() -> dict[str, Any]:
+        return world.expansions.status("paused-grow")
+
+    def group_paused() -> str | None:
+        return _condition(world.groups.status("paused-group"), "ReconciliationPaused").get("status")
+
+    def scaler_ready() -> str | None:
+        return _condition(autoscalers.status("paused-scaler"), "Ready").get("reason")
+
+    wait_for(lambda: "paused" in expansion().get("message", ""), 30, "the expansion to say it is paused")
+    assert expansion().get("phase") == "Pending" and world.count(topic) == 2
+    wait_for(lambda: group_paused() == "True", 30, "the group's ReconciliationPaused condition")
+    assert not world.groups.status("paused-group").get("generation"), "no assignment planned"
+    wait_for(lambda: scaler_ready() == "ReconciliationPaused", 30, "the autoscaler's Ready False, paused")
+    assert "lastDecision" not in autoscalers.status("paused-scaler")
+
+    for plural, name in (
+        ("orderedtopicexpansions", "paused-grow"),
+        ("producergroups", "paused-group"),
+        ("topicautoscalers", "paused-scaler"),
+    ):
+        _unpause(world, plural, name)
+    status = world.expansions.wait_phase("paused-grow", "Completed", 60)
+    assert (status["fromPartitions"], status["toPartitions"]) == (2, 4) and world.count(topic) == 4
+    wait_for(lambda: group_paused() == "False", 30, "the group to resume")
+    assert "ReconciliationResumed" in world.events_of("paused-group")
+    wait_for(lambda: scaler_ready() not in (None, "ReconciliationPaused"), 30, "the autoscaler to resume")
+    autoscalers.delete("paused-scaler")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ordo.api import ExpansionPhase
+from ordo.api.common import PAUSE_ANNOTATION
 from ordo.control_topics import MAX_CONTROL_RECORD_BYTES
 from ordo.epochs import Epoch, EpochError, EpochHistory, EpochState
 
@@ -53,6 +54,7 @@ __all__ = [
 
 TERMINAL = frozenset({ExpansionPhase.COMPLETED, ExpansionPhase.ABORTED, ExpansionPhase.FAILED})
 FENCE_POLL_SECONDS = 0.2
+PAUSED_POLL_SECONDS = 2.0  # a pause lifted is seen this soon
 STRAGGLER_POLL_SECONDS = 1.0  # a straggler that reports again (live, unfenced) is seen this soon
 _WIDEST_OFFSET = 2**63 - 1  # for sizing a history before its thresholds are read
 
@@ -99,6 +101,9 @@ class World:
     silent: Mapping[str, ProducerView] = field(default_factory=dict)
     """Every producer of the topic gone silent without closing or acknowledging this fence,
     however long ago (registry.silent): those with a transactional id are fenced through Kafka."""
+    paused: bool = False
+    """The resource's pause annotation is set: an expansion not begun waits; one in flight goes on
+    to its end (a pause that held producers fenced would stop the topic's writers)."""
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,14 @@ def _validate(topic: str, target: int, state: ExpansionState, world: World) -> S
             state,
             "TooManyPartitions",
             f"{target} partitions exceed the configured maximum of {world.max_partitions}",
+        )
+    if world.paused:
+        return Step(
+            state,
+            None,
+            "ReconciliationPaused",
+            f"reconciliation paused by the {PAUSE_ANNOTATION} annotation; remove it to go on",
+            requeue=PAUSED_POLL_SECONDS,
         )
     if world.other_expansion is not None:
         return Step(

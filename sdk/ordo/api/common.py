@@ -3,7 +3,7 @@ connection is :mod:`ordo.api.kafka`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "API_GROUP",
     "API_VERSION",
+    "PAUSE_ANNOTATION",
     "Condition",
     "CrdInfo",
     "LabelSelector",
@@ -23,12 +24,17 @@ __all__ = [
     "Resource",
     "Validation",
     "first_error",
+    "reconciliation_paused",
     "set_condition",
 ]
 
 API_GROUP = "ordo.dev"
 VERSION = "v1alpha1"
 API_VERSION: Literal["ordo.dev/v1alpha1"] = "ordo.dev/v1alpha1"
+
+PAUSE_ANNOTATION = "ordo.dev/pause-reconciliation"
+"""Set to "true" on a ProducerGroup, an OrderedTopicExpansion or a TopicAutoscaler, the operator
+leaves it as it is until the annotation goes (as Strimzi's ``strimzi.io/pause-reconciliation``)."""
 
 TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -194,3 +200,10 @@ def first_error(error: ValidationError, within: str = "") -> str:
     first = error.errors()[0]
     where = ".".join([*([within] if within else []), *(str(part) for part in first["loc"])])
     return f"{where}: {first['msg'].removeprefix('Value error, ')}"
+
+
+def reconciliation_paused(metadata: Mapping[str, Any]) -> bool:
+    """Whether ``metadata``'s annotations pause the resource's reconciliation (PAUSE_ANNOTATION
+    set to "true", in any case)."""
+    value = (metadata.get("annotations") or {}).get(PAUSE_ANNOTATION)
+    return isinstance(value, str) and value.strip().lower() == "true"

@@ -56,6 +56,18 @@ TABLE = [
         (P.FAILED, None, "TooManyPartitions"),
     ),
     (
+        "pending, paused",
+        ExpansionState(),
+        World(4, None, acked, paused=True),
+        (P.PENDING, None, "ReconciliationPaused"),
+    ),
+    (
+        "fencing, paused: goes on (a pause must not hold producers fenced)",
+        FENCING,
+        World(8, _fencing_history(), acked, paused=True),
+        (P.PUBLISHING, Effect.PUBLISH_EPOCH, "Fenced"),
+    ),
+    (
         "pending, another in flight",
         ExpansionState(),
         World(4, None, other_expansion="x"),
