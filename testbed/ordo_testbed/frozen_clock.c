@@ -172,44 +172,26 @@ int pthread_cond_clockwait(pthread_cond_t *restrict cond, pthread_mutex_t *restr
     WAIT_UNTIL(next(cond, mutex, clock, &deadline), PTHREAD_TIMEOUT);
 }
 
-int pthread_mutex_timedlock(pthread_mutex_t *restrict mutex, const struct timespec *restrict at)
-{
-    NEXT(pthread_mutex_timedlock);
-    WAIT_UNTIL(next(mutex, &deadline), PTHREAD_TIMEOUT);
-}
+/* The timed locks: one shape, a lock and a deadline (and, for the clock* ones, the deadline's clock). */
+#define TIMED_LOCK(name, type) \
+    int name(type *restrict lock, const struct timespec *restrict at) \
+    { \
+        NEXT(name); \
+        WAIT_UNTIL(next(lock, &deadline), PTHREAD_TIMEOUT); \
+    }
+#define CLOCK_LOCK(name, type) \
+    int name(type *restrict lock, clockid_t clock, const struct timespec *restrict at) \
+    { \
+        NEXT(name); \
+        WAIT_UNTIL(next(lock, clock, &deadline), PTHREAD_TIMEOUT); \
+    }
 
-int pthread_mutex_clocklock(pthread_mutex_t *restrict mutex, clockid_t clock,
-                            const struct timespec *restrict at)
-{
-    NEXT(pthread_mutex_clocklock);
-    WAIT_UNTIL(next(mutex, clock, &deadline), PTHREAD_TIMEOUT);
-}
-
-int pthread_rwlock_timedrdlock(pthread_rwlock_t *restrict lock, const struct timespec *restrict at)
-{
-    NEXT(pthread_rwlock_timedrdlock);
-    WAIT_UNTIL(next(lock, &deadline), PTHREAD_TIMEOUT);
-}
-
-int pthread_rwlock_timedwrlock(pthread_rwlock_t *restrict lock, const struct timespec *restrict at)
-{
-    NEXT(pthread_rwlock_timedwrlock);
-    WAIT_UNTIL(next(lock, &deadline), PTHREAD_TIMEOUT);
-}
-
-int pthread_rwlock_clockrdlock(pthread_rwlock_t *restrict lock, clockid_t clock,
-                               const struct timespec *restrict at)
-{
-    NEXT(pthread_rwlock_clockrdlock);
-    WAIT_UNTIL(next(lock, clock, &deadline), PTHREAD_TIMEOUT);
-}
-
-int pthread_rwlock_clockwrlock(pthread_rwlock_t *restrict lock, clockid_t clock,
-                               const struct timespec *restrict at)
-{
-    NEXT(pthread_rwlock_clockwrlock);
-    WAIT_UNTIL(next(lock, clock, &deadline), PTHREAD_TIMEOUT);
-}
+TIMED_LOCK(pthread_mutex_timedlock, pthread_mutex_t)
+CLOCK_LOCK(pthread_mutex_clocklock, pthread_mutex_t)
+TIMED_LOCK(pthread_rwlock_timedrdlock, pthread_rwlock_t)
+TIMED_LOCK(pthread_rwlock_timedwrlock, pthread_rwlock_t)
+CLOCK_LOCK(pthread_rwlock_clockrdlock, pthread_rwlock_t)
+CLOCK_LOCK(pthread_rwlock_clockwrlock, pthread_rwlock_t)
 
 int pthread_timedjoin_np(pthread_t thread, void **value, const struct timespec *at)
 {
