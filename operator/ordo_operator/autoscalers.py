@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ordo.api import API_GROUP, OrderedTopicExpansionSpec, TopicAutoscaler, TopicAutoscalerStatus
-from ordo.api.common import PAUSE_ANNOTATION, VERSION, first_error, reconciliation_paused
+from ordo.api.common import PAUSE_ANNOTATION, PAUSED, VERSION, first_error, reconciliation_paused
 from ordo.api.topic_autoscaler import ScalingDecision
 
 from . import metrics
@@ -212,11 +212,11 @@ class _Driver:
         if reconciliation_paused(resource.metadata):
             self.samples = []  # what it measured before the pause decides nothing after it
             self._refuse(
-                "ReconciliationPaused",
+                PAUSED,
                 f"the {PAUSE_ANNOTATION} annotation pauses it: it measures and decides nothing until removed",
             )
             return min(interval, 2.0)
-        self._clear("ReconciliationPaused")
+        self._clear(PAUSED)
         me = _entry(self.namespace, self.name, dict(self.body.get("spec") or {}), resource.metadata)
         other = rival(list(autoscalers.get(spec.topic, [])), me)
         if other is not None:  # the older one decides; this one waits until it is deleted

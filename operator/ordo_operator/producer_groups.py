@@ -34,6 +34,7 @@ from ordo.api import (
 )
 from ordo.api.common import (
     PAUSE_ANNOTATION,
+    PAUSED,
     VERSION,
     ConditionStatus,
     LabelSelector,
@@ -172,9 +173,6 @@ def register(settings: OperatorConfig) -> None:
         kopf.event(
             body, type="Normal", reason="Revoked", message=f"assignments revoked from {revoked or 'no pod'}"
         )
-
-
-PAUSED = "ReconciliationPaused"  # the condition type (Strimzi's name)
 
 
 class _GroupDriver:
@@ -371,28 +369,30 @@ class _GroupDriver:
 
     def _paused(self) -> bool:
         """Whether the pause annotation holds this group now: assignments stay as they are, and
-        nothing is planned. Condition ReconciliationPaused and an Event when that changes."""
+        nothing is planned. Condition ReconciliationPaused and an Event when that changes (the
+        status is read only then, and once at the start)."""
         paused = reconciliation_paused(self.body.get("metadata") or {})
-        conditions = _status_of(self.body, "conditions").conditions
         if self.paused_shown is None:
-            self.paused_shown = any(c.type == PAUSED and c.status == ConditionStatus.TRUE for c in conditions)
-        if paused != self.paused_shown:
+            shown = _status_of(self.body, "conditions").conditions
+            self.paused_shown = any(c.type == PAUSED and c.status == ConditionStatus.TRUE for c in shown)
+        if paused == self.paused_shown:
+            return paused
+        if paused:
             reason, message = (
-                (
-                    "ReconciliationPaused",
-                    f"the {PAUSE_ANNOTATION} annotation pauses it: assignments stay as they are",
-                )
-                if paused
-                else (
-                    "ReconciliationResumed",
-                    f"the {PAUSE_ANNOTATION} annotation is gone: reconciling again",
-                )
+                PAUSED,
+                f"the {PAUSE_ANNOTATION} annotation pauses it: assignments stay as they are",
             )
-            self._patch(
-                ProducerGroupStatus(conditions=set_condition(conditions, PAUSED, paused, reason, message))
+        else:
+            reason, message = (
+                "ReconciliationResumed",
+                f"the {PAUSE_ANNOTATION} annotation is gone: reconciling again",
             )
-            kopf.event(self.body, type="Normal", reason=reason, message=message)
-            self.paused_shown = paused
+        conditions = set_condition(
+            _status_of(self.body, "conditions").conditions, PAUSED, paused, reason, message
+        )
+        self._patch(ProducerGroupStatus(conditions=conditions))
+        kopf.event(self.body, type="Normal", reason=reason, message=message)
+        self.paused_shown = paused
         return paused
 
     def _report_problem(self, problem: tuple[str, str] | None, generation: int | None) -> None:

@@ -52,14 +52,21 @@ between buckets, away from their state."""
 _STATUS = np.array(["ok", "gap", "inversion"], dtype=object)
 
 
+def _batch_rows(batches: Iterator[pd.DataFrame]) -> pd.DataFrame | None:
+    """A group's rows of one micro-batch in one frame; None when it has none."""
+    frames = [frame for frame in batches if len(frame)]
+    if not frames:
+        return None
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
 def check_sequences(
     key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: Any
 ) -> Iterator[pd.DataFrame]:
     """The stateful step for one key in one micro-batch; ``state`` holds the last number seen."""
-    frames = [frame for frame in batches if len(frame)]
-    if not frames:
+    rows = _batch_rows(batches)
+    if rows is None:
         return
-    rows = frames[0] if len(frames) == 1 else pd.concat(frames)
     rows = rows.sort_values("offset", kind="stable")
     seq = rows["seq"].to_numpy(dtype=np.int64)
     last = int(state.get[0]) if state.exists else -1
@@ -120,10 +127,9 @@ def check_buckets(
     bucket: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: Any
 ) -> Iterator[pd.DataFrame]:
     """The stateful step for one bucket of keys in one micro-batch."""
-    frames = [frame for frame in batches if len(frame)]
-    if not frames:
+    rows = _batch_rows(batches)
+    if rows is None:
         return
-    rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     keys, highest = json.loads(state.get[0]) if state.exists else ([], [])
     lasts = dict(zip(keys, highest, strict=True))
     checked = check_rows(rows, lasts)

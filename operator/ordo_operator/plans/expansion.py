@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ordo.api import ExpansionPhase
-from ordo.api.common import PAUSE_ANNOTATION
+from ordo.api.common import PAUSE_ANNOTATION, PAUSED
 from ordo.control_topics import MAX_CONTROL_RECORD_BYTES
 from ordo.epochs import Epoch, EpochError, EpochHistory, EpochState
 
@@ -274,7 +274,7 @@ def _validate(topic: str, target: int, state: ExpansionState, world: World) -> S
         return Step(
             state,
             None,
-            "ReconciliationPaused",
+            PAUSED,
             f"reconciliation paused by the {PAUSE_ANNOTATION} annotation; remove it to go on",
             requeue=PAUSED_POLL_SECONDS,
         )

@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "API_GROUP",
     "API_VERSION",
+    "PAUSED",
     "PAUSE_ANNOTATION",
     "Condition",
     "CrdInfo",
@@ -35,6 +36,8 @@ API_VERSION: Literal["ordo.dev/v1alpha1"] = "ordo.dev/v1alpha1"
 PAUSE_ANNOTATION = "ordo.dev/pause-reconciliation"
 """Set to "true" on a ProducerGroup, an OrderedTopicExpansion or a TopicAutoscaler, the operator
 leaves it as it is until the annotation goes (as Strimzi's ``strimzi.io/pause-reconciliation``)."""
+PAUSED = "ReconciliationPaused"
+"""What a paused resource's status says: a condition's type or reason, Strimzi's name for it."""
 
 TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

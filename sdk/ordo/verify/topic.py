@@ -240,6 +240,18 @@ def _log_ranges(consumer: Any, topic: str, partitions: list[int]) -> dict[int, t
     }
 
 
+def _progress(
+    read: TopicRecords, consumer: Any, topic: str, ranges: dict[int, tuple[int, int]], to_read: int
+) -> ReadProgress:
+    """How far the read is: the consumer's positions (asked only when progress is told, nothing
+    per record) against the log starts the read began from."""
+    from confluent_kafka import TopicPartition
+
+    at = consumer.position([TopicPartition(topic, p) for p in ranges])
+    offsets = sum(max(0, tp.offset - ranges[tp.partition][0]) for tp in at if tp.offset >= 0)
+    return ReadProgress(len(read.records) + read.unreadable, min(offsets, to_read), to_read)
+
+
 def read_topic(
     kafka_config: Mapping[str, Any],
     topic: str,
@@ -269,12 +281,11 @@ def read_topic(
         deadline = time.monotonic() + timeout
         ranges = _log_ranges(consumer, topic, partitions) if progress is not None else {}
         to_read = sum(max(0, high - low) for low, high in ranges.values())
-        reached: dict[int, int] = {}  # partition -> offsets read so far
         said = time.monotonic()
         while len(at_end) < len(partitions):
             if progress is not None and time.monotonic() - said >= progress_every:
                 said = time.monotonic()
-                progress(ReadProgress(len(read.records) + read.unreadable, sum(reached.values()), to_read))
+                progress(_progress(read, consumer, topic, ranges, to_read))
             if time.monotonic() > deadline:
                 left = sorted(set(partitions) - at_end)
                 raise TimeoutError(f"could not read partitions {left} of {topic!r} to their end")
@@ -287,7 +298,6 @@ def read_topic(
                     at_end.add(p)
                     continue
                 at_end.discard(p)
-                reached[p] = (message.offset() or 0) + 1 - ranges.get(p, (0, 0))[0]
                 raw = RawRecord(p, message.offset() or 0, message.key(), message.value(),
                                 tuple(message.headers() or ()))  # fmt: skip
                 found = layout.read(raw)
