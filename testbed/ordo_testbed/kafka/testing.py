@@ -58,14 +58,26 @@ def end_offsets(
 ) -> dict[int, int]:
     """Each partition's end offset, asked of the broker now (read_committed: its last stable
     offset). ``partitions``: a count (0..n-1) or the partitions themselves."""
-    wanted = range(partitions) if isinstance(partitions, int) else partitions
+    wanted = list(range(partitions) if isinstance(partitions, int) else partitions)
     probe = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "ordo-end-offsets", "isolation.level": isolation}
     )
     try:
+        # a new client learns a topic's partitions from its first metadata: right after an
+        # expansion that may not list the new ones yet, and librdkafka refuses to ask about a
+        # partition it does not know (_UNKNOWN_PARTITION)
+        wait_for(
+            lambda: _lists(probe, topic, wanted), 30, f"the metadata of {topic} to list {wanted}", step=0.1
+        )
         return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in wanted}
     finally:
         probe.close()
+
+
+def _lists(client: Consumer, topic: str, partitions: Iterable[int]) -> bool:
+    """Whether ``client``'s metadata, asked for ``topic`` now, lists every one of ``partitions``."""
+    found = client.list_topics(topic, timeout=10).topics.get(topic)
+    return found is not None and found.error is None and set(partitions) <= set(found.partitions)
 
 
 def _stable_ends(bootstrap: str, topic: str, partitions: int, settle: float = 5.0) -> dict[int, int]:
